@@ -1,0 +1,164 @@
+"""Slow path of ./pants: builds what Pants needs on a fresh machine, then marks it ready.
+
+Runs on CPython 3.9 with the standard library only. Every input is pinned by sha256:
+Pants and its dependencies (3rdparty/pants/requirements.txt, pip-compile --generate-hashes),
+the pex tool (built from PyPI's pex, checked against 3rdparty/wheelhouse.toml), and the
+accelerator wheelhouse (3rdparty/wheelhouse.toml). Host pip configuration is ignored.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+
+def log(msg: str) -> None:
+    print(f"pants bootstrap: {msg}", file=sys.stderr, flush=True)
+
+
+def fail(msg: str) -> "NoReturn":  # noqa: F821
+    log(f"error: {msg}")
+    sys.exit(1)
+
+
+def isolated_env(**extra: str) -> dict[str, str]:
+    """Environment for pip/pex runs with no host pip configuration (files or PIP_* vars)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, XDG_CONFIG_DIRS="/nonexistent-localai-build",
+               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    env.update(extra)
+    return env
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def run(cmd: list[str], **kw) -> None:
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout)
+        fail(f"command failed ({proc.returncode}): {' '.join(cmd)}")
+
+
+def parse_manifest(path: Path) -> dict[str, dict[str, str]]:
+    """Reads the small TOML subset of wheelhouse.toml: [section] headers and key = "value"."""
+    sections: dict[str, dict[str, str]] = {}
+    current = None
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1].strip().strip('"'), {})
+        elif "=" in line and current is not None:
+            key, value = (part.strip() for part in line.split("=", 1))
+            current[key] = value.strip('"')
+        else:
+            fail(f"{path}:{n}: cannot parse {raw!r} (expected [section] or key = \"value\")")
+    return sections
+
+
+def install_pants(py: str, root: Path, venv: Path) -> None:
+    log(f"creating the Pants venv at {venv} (once per change of 3rdparty/pants/requirements.txt)")
+    if venv.exists():  # left half-built by an interrupted run: no .ready stamp
+        shutil.rmtree(venv)
+    run([py, "-m", "venv", str(venv)])
+    run([str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--no-deps", "--require-hashes",
+         "--only-binary=:all:", "-r", str(root / "3rdparty/pants/requirements.txt")],
+        env=isolated_env())
+
+
+def fetch(entry: dict[str, str], dest: Path, py: str) -> None:
+    """Gets one pinned file: from LOCALAI_WHEELHOUSE_DIRS, its official URL, or the user's pip mirror."""
+    name = entry["file"]
+    for d in filter(None, os.environ.get("LOCALAI_WHEELHOUSE_DIRS", "").split(":")):
+        if (Path(d) / name).is_file():
+            shutil.copyfile(Path(d) / name, dest)
+            return
+    try:
+        log(f"downloading {entry['url']}")
+        with urllib.request.urlopen(entry["url"], timeout=30) as r, dest.open("wb") as f:
+            shutil.copyfileobj(r, f, 1 << 20)
+        return
+    except OSError as e:
+        log(f"  {e}; trying pip's configured mirrors (find-links, extra indexes) instead")
+    # The user's own pip configuration is consulted only here, to find the file; its sha256 is
+    # checked against the manifest, so a mirror cannot change what is built.
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run([py, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                               "--python-version", entry.get("python", "3.11"), "-d", tmp, entry["requirement"]],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        got = Path(tmp) / name
+        if got.is_file():
+            shutil.move(str(got), dest)
+            return
+        sys.stderr.write(proc.stdout[-2000:])
+    fail(f"cannot fetch {name}. Download {entry['url']} yourself and run again with "
+         f"LOCALAI_WHEELHOUSE_DIRS=<folder holding it>.")
+
+
+def fill_wheelhouse(py: str, root: Path, cache: Path) -> None:
+    manifest = root / "3rdparty/wheelhouse.toml"
+    for key, entry in parse_manifest(manifest).items():
+        if key == "pex-tool":
+            continue
+        dest = cache / "wheelhouse" / entry["accelerator"] / entry["file"]
+        if dest.is_file() and sha256_of(dest) == entry["sha256"]:
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        part = dest.with_name(dest.name + ".part")
+        log(f"wheelhouse: fetching {entry['file']} ({entry['accelerator']})")
+        fetch(entry, part, py)
+        actual = sha256_of(part)
+        if actual != entry["sha256"]:
+            part.unlink()
+            fail(f"hash mismatch for {entry['file']} (from {manifest}, entry [{key}]): expected sha256 "
+                 f"{entry['sha256']}, got {actual}. The file was discarded; check the mirror you fetched it from.")
+        part.replace(dest)
+
+
+def build_pex_tool(venv: Path, root: Path, cache: Path) -> None:
+    entry = parse_manifest(root / "3rdparty/wheelhouse.toml")["pex-tool"]
+    dest = cache / entry["file"]
+    if dest.is_file() and sha256_of(dest) == entry["sha256"]:
+        return
+    log(f"building the pex tool {entry['requirement']} from PyPI (Pants would fetch it from GitHub)")
+    part = dest.with_name(dest.name + ".part")
+    run([str(venv / "bin/python"), "-m", "pex", entry["requirement"], "-c", "pex", "-o", str(part),
+         "--python-shebang=/usr/bin/env python3", "--pip-version", "20.3.4-patched"], env=isolated_env())
+    actual = sha256_of(part)
+    if actual != entry["sha256"]:
+        part.unlink()
+        fail(f"the pex tool built from {entry['requirement']} has sha256 {actual}, expected {entry['sha256']} "
+             "(3rdparty/wheelhouse.toml [pex-tool]). Refusing to use it.")
+    part.replace(dest)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", type=Path, required=True)
+    ap.add_argument("--cache", type=Path, required=True)
+    ap.add_argument("--venv", type=Path, required=True)
+    args = ap.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    py = sys.executable
+    install_pants(py, args.root, args.venv)
+    build_pex_tool(args.venv, args.root, args.cache)
+    fill_wheelhouse(py, args.root, args.cache)
+    (args.venv / ".ready").write_text("ok\n")
+    log("ready")
+
+
+if __name__ == "__main__":
+    main()
