@@ -1,0 +1,123 @@
+"""LocalAI silero-vad backend: voice activity detection with the Silero VAD ONNX model.
+
+The model is the ``silero_vad.onnx`` shipped inside the ``silero-vad`` PyPI package (found
+without importing the package, which would import torch); onnxruntime runs it on CPU.
+LoadModel with an empty Model loads that bundled model; a Model path loads another .onnx.
+"""
+
+import importlib.util
+import os
+
+from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.server import BaseServicer, run
+from backends.proto import backend_pb2
+
+SAMPLE_RATE = 16000
+WINDOW = 512  # samples per model call at 16 kHz
+CONTEXT = 64  # samples of the previous window the model expects in front of each window
+BUNDLED_MODEL = "silero_vad.onnx"
+
+
+def bundled_model_path() -> str:
+    spec = importlib.util.find_spec("silero_vad")
+    if spec is None or not spec.submodule_search_locations:
+        raise NotFound("the silero-vad package is not installed: no bundled model")
+    for location in spec.submodule_search_locations:
+        candidate = os.path.join(location, "data", BUNDLED_MODEL)
+        if os.path.isfile(candidate):
+            return candidate
+    raise NotFound(f"silero-vad package has no data/{BUNDLED_MODEL}")
+
+
+def speech_segments(
+    probs,
+    threshold: float = 0.5,
+    min_speech_ms: int = 250,
+    min_silence_ms: int = 100,
+    pad_ms: int = 30,
+    window: int = WINDOW,
+    sample_rate: int = SAMPLE_RATE,
+    total_samples: int = None,
+):
+    """[(start_s, end_s)] from per-window speech probabilities (Silero's hysteresis rules)."""
+    neg_threshold = max(threshold - 0.15, 0.01)
+    min_speech = sample_rate * min_speech_ms / 1000
+    min_silence = sample_rate * min_silence_ms / 1000
+    pad = int(sample_rate * pad_ms / 1000)
+    total = total_samples if total_samples is not None else len(probs) * window
+    segments, start, temp_end, triggered = [], 0, 0, False
+    for i, p in enumerate(probs):
+        pos = i * window
+        if p >= threshold and temp_end:
+            temp_end = 0
+        if p >= threshold and not triggered:
+            triggered, start = True, pos
+            continue
+        if p < neg_threshold and triggered:
+            if not temp_end:
+                temp_end = pos
+            if pos - temp_end < min_silence:
+                continue
+            if temp_end - start > min_speech:
+                segments.append([start, temp_end])
+            triggered, temp_end = False, 0
+    if triggered and total - start > min_speech:
+        segments.append([start, total])
+    for k, seg in enumerate(segments):
+        seg[0] = max(0, seg[0] - pad)
+        seg[1] = min(total, seg[1] + pad)
+        if k > 0 and seg[0] < segments[k - 1][1]:
+            mid = (seg[0] + segments[k - 1][1]) // 2
+            segments[k - 1][1], seg[0] = mid, mid
+    return [(s / sample_rate, e / sample_rate) for s, e in segments]
+
+
+class SileroVADServicer(BaseServicer):
+    allow_empty_model = True
+
+    def load(self, request, path):
+        import numpy  # noqa: PLC0415
+        import onnxruntime  # noqa: PLC0415
+
+        path = path or bundled_model_path()
+        if not path.endswith(".onnx"):
+            raise InvalidArgument(f"silero-vad needs an .onnx model, got {path}")
+        opts = onnxruntime.SessionOptions()
+        opts.inter_op_num_threads = 1
+        opts.intra_op_num_threads = max(1, request.Threads or 1)
+        self.np = numpy
+        self.model_file = path
+        return onnxruntime.InferenceSession(path, sess_options=opts, providers=["CPUExecutionProvider"])
+
+    def probabilities(self, session, audio):
+        np = self.np
+        state = np.zeros((2, 1, 128), dtype=np.float32)
+        context = np.zeros((1, CONTEXT), dtype=np.float32)
+        sr = np.array(SAMPLE_RATE, dtype=np.int64)
+        probs = []
+        for off in range(0, len(audio), WINDOW):
+            chunk = audio[off : off + WINDOW]
+            if len(chunk) < WINDOW:
+                chunk = np.pad(chunk, (0, WINDOW - len(chunk)))
+            x = np.concatenate([context, chunk[None, :]], axis=1)
+            out, state = session.run(None, {"input": x, "state": state, "sr": sr})
+            context = x[:, -CONTEXT:]
+            probs.append(float(out[0][0]))
+        return probs
+
+    def VAD(self, request, context):
+        require(len(request.audio) > 0, "audio is empty: send 16 kHz mono float samples")
+        session = self.require_model()
+        audio = self.np.asarray(request.audio, dtype=self.np.float32)
+        require(bool(self.np.isfinite(audio).all()), "audio contains NaN or infinite samples")
+        probs = self.probabilities(session, audio)
+        segs = speech_segments(probs, total_samples=len(audio))
+        return backend_pb2.VADResponse(segments=[backend_pb2.VADSegment(start=s, end=e) for s, e in segs])
+
+
+def main(argv=None):
+    run(SileroVADServicer, argv)
+
+
+if __name__ == "__main__":
+    main()
