@@ -1,0 +1,178 @@
+"""Hermetic CMake driver, run inside a Pants sandbox by the native-toolchain venv's Python.
+
+Not imported by the plugin: the rules copy this file into the sandbox and run it with the
+interpreter of the `native-toolchain` resolve (ziglang, cmake, ninja from PyPI), so every tool
+comes from the lockfile and none from the host. It can also be run by hand from a venv with the
+same three packages, which is how the engine is developed outside Pants.
+
+  python cmake_driver.py ggml   --sdist X.tar.gz --variant avx2 --out ggml-avx2
+  python cmake_driver.py engine --src engines/minilm --ggml ggml-avx2 --variant avx2 --out out
+
+Hermeticity: CMAKE_C/CXX_COMPILER, CMAKE_AR and CMAKE_RANLIB are wrapper scripts around
+`python -m ziglang cc|c++|ar|ranlib -target x86_64-linux-gnu.2.28`; PATH holds only the
+wrapper directory, cmake's and ninja's bin directories; CMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF
+so CMake finds no host ld/strip/git. Reproducibility: -ffile-prefix-map for every absolute
+directory, static ggml, `-s` at link (set by the engine's CMakeLists.txt).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+
+ZIG_TARGET = "x86_64-linux-gnu.2.28"
+GGML_PREFIX_IN_SDIST = "vendor/llama.cpp/ggml/"
+
+# ggml silently disables every ISA option when SOURCE_DATE_EPOCH is set: always pass them all.
+ISA = ("GGML_SSE42", "GGML_AVX", "GGML_AVX2", "GGML_FMA", "GGML_F16C", "GGML_BMI2", "GGML_AVX512")
+VARIANTS = {
+    "fallback": dict.fromkeys(ISA, "OFF"),
+    "avx2": {**dict.fromkeys(ISA, "ON"), "GGML_AVX512": "OFF"},
+    "avx512": dict.fromkeys(ISA, "ON"),
+}
+
+
+def _run(argv, env, cwd=None):
+    print("+", " ".join(argv), flush=True)
+    subprocess.run(argv, env=env, cwd=cwd, check=True)
+
+
+def toolchain(workdir: str):
+    """Writes compiler wrappers; returns (env, cmake, ninja, wrapper dir)."""
+    import cmake  # from the native-toolchain resolve
+    import ninja
+
+    wrappers = os.path.join(workdir, "toolchain-bin")
+    os.makedirs(wrappers, exist_ok=True)
+    tools = {
+        "cc": f'-m ziglang cc -target {ZIG_TARGET}',
+        "c++": f'-m ziglang c++ -target {ZIG_TARGET}',
+        "ar": "-m ziglang ar",
+        "ranlib": "-m ziglang ranlib",
+    }
+    for name, args in tools.items():
+        path = os.path.join(wrappers, "zig-" + name)
+        with open(path, "w") as f:
+            f.write(f'#!/bin/sh\nexec "{sys.executable}" {args} "$@"\n')
+        os.chmod(path, 0o755)
+    cmake_bin = getattr(cmake, "CMAKE_BIN_DIR", None) or os.path.join(os.path.dirname(cmake.__file__), "data", "bin")
+    ninja_bin = ninja.BIN_DIR
+    env = {
+        "PATH": os.pathsep.join([wrappers, cmake_bin, ninja_bin]),
+        "ZIG_GLOBAL_CACHE_DIR": os.path.abspath(os.environ.get("ZIG_GLOBAL_CACHE_DIR") or os.path.join(workdir, ".zig-cache")),
+        "ZIG_LOCAL_CACHE_DIR": os.path.abspath(os.path.join(workdir, ".zig-local-cache")),
+        "HOME": os.path.abspath(workdir),
+        "LC_ALL": "C",
+        "TZ": "UTC",
+        "SOURCE_DATE_EPOCH": "0",
+    }
+    return env, os.path.join(cmake_bin, "cmake"), os.path.join(ninja_bin, "ninja"), wrappers
+
+
+def cmake_common(wrappers, ninja, prefix_maps, variant):
+    flags = " ".join(f"-ffile-prefix-map={src}={dst}" for src, dst in prefix_maps)
+    args = [
+        "-G", "Ninja",
+        f"-DCMAKE_MAKE_PROGRAM={ninja}",
+        f"-DCMAKE_C_COMPILER={wrappers}/zig-cc",
+        f"-DCMAKE_CXX_COMPILER={wrappers}/zig-c++",
+        f"-DCMAKE_AR={wrappers}/zig-ar",
+        f"-DCMAKE_RANLIB={wrappers}/zig-ranlib",
+        "-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF",
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DCMAKE_C_FLAGS={flags}",
+        f"-DCMAKE_CXX_FLAGS={flags}",
+        "-DBUILD_SHARED_LIBS=OFF",
+        "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
+    ]
+    args += [f"-D{k}={v}" for k, v in VARIANTS[variant].items()]
+    return args
+
+
+def extract_ggml(sdist: str, dest: str) -> str:
+    with tarfile.open(sdist) as tf:
+        members = [m for m in tf.getmembers() if GGML_PREFIX_IN_SDIST in m.name and (m.isfile() or m.isdir())]
+        if not members:
+            raise SystemExit(f"{sdist}: no {GGML_PREFIX_IN_SDIST} inside")
+        root = members[0].name.split(GGML_PREFIX_IN_SDIST)[0] + GGML_PREFIX_IN_SDIST
+        tf.extractall(dest, members=members)
+    return os.path.abspath(os.path.join(dest, root))
+
+
+def ggml_version(ggml_src: str) -> str:
+    text = open(os.path.join(ggml_src, "CMakeLists.txt")).read()
+    parts = [re.search(rf"set\(GGML_VERSION_{p} (\d+)\)", text).group(1) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(parts)
+
+
+def build_ggml(a):
+    work = os.path.abspath(".native-work")
+    env, cmake, ninja, wrappers = toolchain(work)
+    src = extract_ggml(a.sdist, os.path.join(work, "src"))
+    build = os.path.join(work, "build")
+    # The sdist ships ggml without ggml.pc.in, which standalone mode needs: build it as a
+    # subproject of a two-line wrapper instead (the way llama.cpp itself builds it).
+    wrap = os.path.join(work, "wrap")
+    os.makedirs(wrap)
+    with open(os.path.join(wrap, "CMakeLists.txt"), "w") as f:
+        f.write("cmake_minimum_required(VERSION 3.14...3.28)\nproject(ggml_wrap C CXX ASM)\n"
+                f'add_subdirectory("{src}" ggml)\n')
+    maps = [(src, "ggml"), (build, "build"), (wrap, "."), (work, ".")]
+    _run([cmake, "-S", wrap, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant),
+          "-DGGML_NATIVE=OFF", "-DGGML_OPENMP=OFF", "-DGGML_BACKEND_DL=OFF", "-DGGML_CCACHE=OFF",
+          "-DGGML_BUILD_TESTS=OFF", "-DGGML_BUILD_EXAMPLES=OFF", "-DGGML_CPU_ALL_VARIANTS=OFF"], env)
+    _run([cmake, "--build", build, "-j", str(a.jobs)], env)
+    out = os.path.abspath(a.out)
+    os.makedirs(os.path.join(out, "lib"), exist_ok=True)
+    for root, _, files in os.walk(build):
+        for f in sorted(files):
+            if f.endswith(".a"):
+                shutil.copy2(os.path.join(root, f), os.path.join(out, "lib", f))
+    shutil.copytree(os.path.join(src, "include"), os.path.join(out, "include"))
+    with open(os.path.join(out, "ggml-build.json"), "w") as f:
+        json.dump({"ggml_version": ggml_version(src), "cpu_variant": a.variant,
+                   "cmake_options": VARIANTS[a.variant], "zig_target": ZIG_TARGET}, f, indent=2, sort_keys=True)
+    shutil.rmtree(work)
+
+
+def build_engine(a):
+    work = os.path.abspath(".native-work-engine")
+    env, cmake, ninja, wrappers = toolchain(work)
+    src, ggml = os.path.abspath(a.src), os.path.abspath(a.ggml)
+    build = os.path.join(work, "build")
+    maps = [(src, "."), (ggml, "ggml"), (build, "build"), (work, ".")]
+    _run([cmake, "-S", src, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant),
+          f"-DGGML_PREFIX={ggml}", f"-DENGINE_CPU_VARIANT={a.variant}"], env)
+    _run([cmake, "--build", build, "-j", str(a.jobs)], env)
+    out = os.path.abspath(a.out)
+    os.makedirs(out, exist_ok=True)
+    for name in a.artifact:
+        shutil.copy2(os.path.join(build, name), os.path.join(out, os.path.basename(name)))
+    shutil.rmtree(work)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("ggml")
+    g.add_argument("--sdist", required=True)
+    e = sub.add_parser("engine")
+    e.add_argument("--src", required=True)
+    e.add_argument("--ggml", required=True)
+    e.add_argument("--artifact", action="append", default=[], help="path in the build dir to copy out")
+    for s in (g, e):
+        s.add_argument("--variant", required=True, choices=sorted(VARIANTS))
+        s.add_argument("--out", required=True)
+        s.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    a = p.parse_args()
+    (build_ggml if a.cmd == "ggml" else build_engine)(a)
+
+
+if __name__ == "__main__":
+    main()

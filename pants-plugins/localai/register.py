@@ -1,0 +1,17 @@
+"""The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
+from localai import accelerators, package, proto, requirements, variant
+from localai import target_types as localai_target_types
+
+
+def target_types():
+    return localai_target_types.target_types()
+
+
+def rules():
+    return (
+        *accelerators.rules(),
+        *variant.rules(),
+        *requirements.rules(),
+        *proto.rules(),
+        *package.rules(),
+    )

@@ -1,0 +1,129 @@
+"""Target types of the localai plugin.
+
+A backend folder's one-line BUILD (`localai_backend(accelerators=[...])`, a prelude macro in
+macros.py) expands to these targets:
+  :src                      localai_sources: the backend's own Python files
+  :requirements-<accel>     localai_requirements: python_requirement targets in resolve <name>-<accel>
+  :<accel>                  localai_backend_variant: packages into a PEX + a LocalAI backend folder
+"""
+from __future__ import annotations
+
+from pants.backend.python.target_types import PythonRequirementTarget
+from pants.core.goals.package import OutputPathField
+from pants.engine.target import (
+    COMMON_TARGET_FIELDS,
+    Dependencies,
+    IntField,
+    MultipleSourcesField,
+    StringField,
+    Target,
+    TargetGenerator,
+)
+from pants.util.strutil import help_text
+
+
+class AcceleratorField(StringField):
+    alias = "accelerator"
+    required = True
+    help = "An accelerator declared in 3rdparty/accelerators.toml (cpu, cuda13, rocm, ...)."
+
+
+class LocalAISourcesField(MultipleSourcesField):
+    default = ("*.py", "!test_*.py", "!*_test.py", "!conftest.py")
+    help = "Python files copied into every backend PEX that depends on this target."
+
+
+class LocalAISourcesTarget(Target):
+    alias = "localai_sources"
+    core_fields = (*COMMON_TARGET_FIELDS, Dependencies, LocalAISourcesField)
+    help = help_text(
+        """
+        Python sources of a LocalAI backend or of the shared runtime. They are not part of a
+        Pants Python resolve: every backend variant carries them into its own PEX, built
+        from its own lockfile.
+        """
+    )
+
+
+class ProtoSourcesField(MultipleSourcesField):
+    default = ("*.proto",)
+    expected_file_extensions = (".proto",)
+
+
+class LocalAIProtoTarget(Target):
+    alias = "localai_proto"
+    core_fields = (*COMMON_TARGET_FIELDS, Dependencies, ProtoSourcesField)
+    help = help_text(
+        """
+        The gRPC interface. Each backend variant compiles it with grpcio-tools from its own
+        lockfile, so generated code and the protobuf runtime always match.
+        """
+    )
+
+
+class LocalAIRequirementsGenerator(TargetGenerator):
+    alias = "localai_requirements"
+    help = help_text(
+        """
+        One python_requirement per package of a backend variant, in resolve
+        `<backend>-<accelerator>`, from LocalAI's layered requirement files: requirements.txt,
+        then requirements-<accelerator>.txt, whose pins replace the base file's for the same
+        package (LocalAI installs them in that order, so the overlay wins).
+        """
+    )
+    generated_target_cls = PythonRequirementTarget
+    core_fields = (*COMMON_TARGET_FIELDS, AcceleratorField)
+    copied_fields = COMMON_TARGET_FIELDS
+    moved_fields = ()
+
+
+class SizeBudgetField(IntField):
+    alias = "size_budget_mb"
+    help = "Largest acceptable artifact size in MB; defaults to the accelerator's budget."
+
+
+class VersionField(StringField):
+    alias = "version"
+    default = "0.1.0"
+    help = "The backend's version, written to metadata.json and the gallery."
+
+
+class NotLockableHereField(StringField):
+    alias = "not_lockable_here"
+    help = help_text(
+        """
+        Why this variant's lockfile cannot be generated on the project's build machines (for
+        example: the index it needs is unreachable). Shown when packaging fails for a missing
+        lockfile, and in docs/status.md.
+        """
+    )
+
+
+class LocalAIBackendVariantTarget(Target):
+    alias = "localai_backend_variant"
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        AcceleratorField,
+        Dependencies,
+        SizeBudgetField,
+        VersionField,
+        NotLockableHereField,
+        OutputPathField,
+    )
+    help = help_text(
+        """
+        One accelerator variant of a LocalAI backend. `pants package` writes a PEX that
+        starts the backend's gRPC server (`--addr host:port`) and a LocalAI backend folder:
+        run.sh, backend.pex, metadata.json.
+        """
+    )
+
+
+
+def target_types():
+    return (
+        LocalAISourcesTarget,
+        LocalAIProtoTarget,
+        LocalAIRequirementsGenerator,
+        LocalAIBackendVariantTarget,
+    )
