@@ -12,7 +12,7 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 
 MATRIX_PATH = "3rdparty/accelerators.toml"
-_REQUIRED = ("index", "pip_options", "capabilities", "platforms", "forbidden", "python")
+_REQUIRED = ("index", "pip_options", "capabilities", "platforms", "forbidden", "python", "size_budget_mb")
 
 
 class AcceleratorMatrixError(ValueError):
@@ -29,6 +29,7 @@ class Accelerator:
     platforms: tuple[str, ...]
     forbidden: tuple[str, ...]
     python: str
+    size_budget_mb: int
 
     def forbidden_in(self, project_names: Iterable[str]) -> tuple[str, ...]:
         """The names among project_names that this accelerator forbids."""
@@ -68,6 +69,7 @@ class AcceleratorMatrix:
                 platforms=tuple(table["platforms"]),
                 forbidden=tuple(table["forbidden"]),
                 python=table["python"],
+                size_budget_mb=int(table["size_budget_mb"]),
             )
         return cls(FrozenDict(accels))
 

@@ -1,5 +1,5 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
-from localai import accelerators, package, proto, requirements, variant
+from localai import accelerators, audit, package, proto, requirements, variant
 from localai import target_types as localai_target_types
 
 
@@ -14,4 +14,5 @@ def rules():
         *requirements.rules(),
         *proto.rules(),
         *package.rules(),
+        *audit.rules(),
     )

@@ -1,0 +1,289 @@
+"""Rules: hermetic toolchain -> ggml (one cached process per archive x CPU variant) -> engine
+(one process per engine x variant) -> package (library, header, metadata.json).
+
+Every process runs `cmake_driver.py` with the Python of a VenvPex built from the
+`native-toolchain` resolve (ziglang, cmake, ninja): no host compiler, linker or CMake is used.
+zig's global cache (libc++/compiler-rt builds, not our objects) lives in the append-only named
+cache `localai_zig`, so it survives between runs without entering any cache key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pkgutil
+from dataclasses import dataclass
+
+from pants.backend.python.subsystems.setup import PythonSetup
+from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
+from pants.backend.python.util_rules.pex_requirements import PexRequirements, Resolve
+from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, OutputPathField, PackageFieldSet
+from pants.core.target_types import FileSourceField
+from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
+from pants.engine.addresses import Address, UnparsedAddressInputs
+from pants.engine.fs import (
+    AddPrefix,
+    CreateDigest,
+    Digest,
+    DigestContents,
+    DigestSubset,
+    FileContent,
+    MergeDigests,
+    PathGlobs,
+    RemovePrefix,
+)
+from pants.engine.process import ProcessResult
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import HydratedSources, HydrateSourcesRequest, Targets
+from pants.engine.unions import UnionRule
+from pants.util.logging import LogLevel
+
+from localai.native.target_types import (
+    CpuVariantField,
+    GgmlArchiveField,
+    HeaderField,
+    IncludeTestBinaryField,
+    LibraryField,
+    NativeEngineSourcesField,
+    TestBinaryField,
+)
+
+TOOLCHAIN_RESOLVE = "native-toolchain"
+TOOLCHAIN_REQUIREMENTS = ("ziglang", "cmake", "ninja")  # versions pinned by the resolve's lockfile
+DRIVER_PATH = "__localai_native/cmake_driver.py"
+ZIG_CACHE_NAME = "localai_zig"
+ZIG_CACHE_DIR = ".cache/zig"
+GGML_OUT = "ggml-out"
+ENGINE_OUT = "engine-out"
+
+
+class NativeBuildError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class NativeToolchain:
+    venv_pex: VenvPex
+    driver: Digest
+
+    def process(self, *, argv, input_digest: Digest, description: str, output_directories) -> VenvPexProcess:
+        return VenvPexProcess(
+            self.venv_pex,
+            argv=(DRIVER_PATH, *argv, "--jobs", "{pants_concurrency}"),
+            input_digest=input_digest,
+            description=description,
+            level=LogLevel.INFO,
+            extra_env={"ZIG_GLOBAL_CACHE_DIR": ZIG_CACHE_DIR},
+            output_directories=tuple(output_directories),
+            append_only_caches={ZIG_CACHE_NAME: ZIG_CACHE_DIR},
+            concurrency_available=os.cpu_count() or 1,
+            timeout_seconds=3600,
+        )
+
+
+@rule(desc="Set up the hermetic C/C++ toolchain (zig, cmake, ninja)", level=LogLevel.DEBUG)
+async def native_toolchain(python_setup: PythonSetup) -> NativeToolchain:
+    ics = python_setup.resolves_to_interpreter_constraints.get(TOOLCHAIN_RESOLVE) or python_setup.interpreter_constraints
+    driver_source = pkgutil.get_data("localai.native", "cmake_driver.py")
+    assert driver_source is not None
+    venv_pex, driver = await MultiGet(
+        Get(
+            VenvPex,
+            PexRequest(
+                output_filename="native-toolchain.pex",
+                internal_only=True,
+                requirements=PexRequirements(
+                    TOOLCHAIN_REQUIREMENTS,
+                    from_superset=Resolve(TOOLCHAIN_RESOLVE, False),
+                    description_of_origin="the localai native toolchain",
+                ),
+                interpreter_constraints=InterpreterConstraints(ics),
+            ),
+        ),
+        Get(Digest, CreateDigest([FileContent(DRIVER_PATH, driver_source)])),
+    )
+    return NativeToolchain(venv_pex, driver)
+
+
+@dataclass(frozen=True)
+class GgmlBuildRequest:
+    archive: Address  # a `file` target holding the pinned archive
+    cpu_variant: str
+
+
+@dataclass(frozen=True)
+class GgmlBuild:
+    digest: Digest  # ggml-out/{lib/*.a, include/*.h, ggml-build.json}
+    version: str
+    build_info: str  # ggml-build.json
+
+
+@rule(desc="Build ggml", level=LogLevel.DEBUG)
+async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain) -> GgmlBuild:
+    targets = await Get(
+        Targets,
+        UnparsedAddressInputs([request.archive.spec], owning_address=None, description_of_origin="ggml_archive"),
+    )
+    if len(targets) != 1 or not targets[0].has_field(FileSourceField):
+        raise NativeBuildError(f"{request.archive}: ggml_archive must be a `file` target with an http_source")
+    # http_source is hydrated by codegen (download + sha256/len check): enable it.
+    archive = await Get(
+        HydratedSources,
+        HydrateSourcesRequest(targets[0][FileSourceField], for_sources_types=(FileSourceField,), enable_codegen=True),
+    )
+    files = archive.snapshot.files
+    if len(files) != 1:
+        raise NativeBuildError(f"{request.archive}: expected one archive file, got {files}")
+    input_digest = await Get(Digest, MergeDigests([archive.snapshot.digest, toolchain.driver]))
+    result = await Get(
+        ProcessResult,
+        VenvPexProcess,
+        toolchain.process(
+            argv=("ggml", "--sdist", files[0], "--variant", request.cpu_variant, "--out", GGML_OUT),
+            input_digest=input_digest,
+            description=f"Compile ggml ({request.cpu_variant}) from {files[0]}",
+            output_directories=(GGML_OUT,),
+        ),
+    )
+    info = await Get(DigestContents, DigestSubset(result.output_digest, PathGlobs([f"{GGML_OUT}/ggml-build.json"])))
+    build_info = info[0].content.decode()
+    return GgmlBuild(result.output_digest, json.loads(build_info)["ggml_version"], build_info)
+
+
+@dataclass(frozen=True)
+class NativeEngineBuildRequest:
+    address: Address
+    sources: NativeEngineSourcesField
+    cpu_variant: str
+    archive: Address
+    artifacts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NativeEngineBuild:
+    digest: Digest  # the artifacts, at the digest root
+    sources: Digest  # the engine's sources (repo-relative paths)
+    ggml: GgmlBuild
+
+
+@rule(desc="Build a native engine", level=LogLevel.DEBUG)
+async def build_native_engine(request: NativeEngineBuildRequest, toolchain: NativeToolchain) -> NativeEngineBuild:
+    ggml, sources = await MultiGet(
+        Get(GgmlBuild, GgmlBuildRequest(request.archive, request.cpu_variant)),
+        Get(SourceFiles, SourceFilesRequest([request.sources])),
+    )
+    src_dir = request.address.spec_path
+    if f"{src_dir}/CMakeLists.txt" not in sources.snapshot.files:
+        raise NativeBuildError(f"{request.address}: no CMakeLists.txt in {src_dir}/ (the engine's CMake project)")
+    input_digest = await Get(Digest, MergeDigests([sources.snapshot.digest, ggml.digest, toolchain.driver]))
+    argv = ["engine", "--src", src_dir, "--ggml", GGML_OUT, "--variant", request.cpu_variant, "--out", ENGINE_OUT]
+    for a in request.artifacts:
+        argv += ["--artifact", a]
+    result = await Get(
+        ProcessResult,
+        VenvPexProcess,
+        toolchain.process(
+            argv=argv,
+            input_digest=input_digest,
+            description=f"Build {request.address} ({request.cpu_variant})",
+            output_directories=(ENGINE_OUT,),
+        ),
+    )
+    out = await Get(Digest, RemovePrefix(result.output_digest, ENGINE_OUT))
+    return NativeEngineBuild(out, sources.snapshot.digest, ggml)
+
+
+@dataclass(frozen=True)
+class NativeEngineFieldSet(PackageFieldSet):
+    required_fields = (CpuVariantField, GgmlArchiveField, LibraryField)
+
+    cpu_variant: CpuVariantField
+    ggml_archive: GgmlArchiveField
+    sources: NativeEngineSourcesField
+    library: LibraryField
+    header: HeaderField
+    test_binary: TestBinaryField
+    include_test_binary: IncludeTestBinaryField
+    output_path: OutputPathField
+
+
+def metadata_json(*, name: str, cpu_variant: str, library: str, lib_sha256: str, header: str, ggml: GgmlBuild) -> bytes:
+    info = json.loads(ggml.build_info)
+    return (
+        json.dumps(
+            {
+                "name": name,
+                "cpu_variant": cpu_variant,
+                "library": library,
+                "sha256": lib_sha256,
+                "header": header,
+                "ggml_version": ggml.version,
+                "ggml_cmake_options": info.get("cmake_options", {}),
+                "target": info.get("zig_target"),
+            },
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n"
+    ).encode()
+
+
+@rule(desc="Package a native engine", level=LogLevel.DEBUG)
+async def package_native_engine(field_set: NativeEngineFieldSet) -> BuiltPackage:
+    address = field_set.address
+    archive = await Get(
+        Targets,
+        UnparsedAddressInputs(
+            [field_set.ggml_archive.value],
+            owning_address=address,
+            description_of_origin=f"the `ggml_archive` field of {address}",
+        ),
+    )
+    library = field_set.library.value
+    artifacts = [library]
+    if field_set.include_test_binary.value:
+        if not field_set.test_binary.value:
+            raise NativeBuildError(f"{address}: include_test_binary=True needs test_binary=<executable name>")
+        artifacts.append(field_set.test_binary.value)
+    build = await Get(
+        NativeEngineBuild,
+        NativeEngineBuildRequest(
+            address, field_set.sources, field_set.cpu_variant.value, archive[0].address, tuple(artifacts)
+        ),
+    )
+    header_path = f"{address.spec_path}/{field_set.header.value}"
+    header_digest = await Get(Digest, DigestSubset(build.sources, PathGlobs([header_path])))
+    header_digest = await Get(Digest, RemovePrefix(header_digest, os.path.dirname(header_path)))
+    lib_contents = await Get(DigestContents, DigestSubset(build.digest, PathGlobs([library])))
+    if not lib_contents:
+        raise NativeBuildError(f"{address}: the CMake project built no {library}")
+    lib_sha = hashlib.sha256(lib_contents[0].content).hexdigest()
+    header_name = os.path.basename(header_path)
+    meta = await Get(
+        Digest,
+        CreateDigest(
+            [
+                FileContent(
+                    "metadata.json",
+                    metadata_json(
+                        name=os.path.basename(address.spec_path),
+                        cpu_variant=field_set.cpu_variant.value,
+                        library=library,
+                        lib_sha256=lib_sha,
+                        header=header_name,
+                        ggml=build.ggml,
+                    ),
+                )
+            ]
+        ),
+    )
+    out_dir = field_set.output_path.value or f"{address.spec_path}/{address.target_name}"
+    merged = await Get(Digest, MergeDigests([build.digest, header_digest, meta]))
+    final = await Get(Digest, AddPrefix(merged, out_dir))
+    names = [*artifacts, header_name, "metadata.json"]
+    return BuiltPackage(final, tuple(BuiltPackageArtifact(f"{out_dir}/{n}") for n in names))
+
+
+def rules():
+    return (*collect_rules(), UnionRule(PackageFieldSet, NativeEngineFieldSet))

@@ -1,0 +1,105 @@
+"""Target types for native engines.
+
+  native_engine(
+      name="avx2",
+      cpu_variant="avx2",                       # fallback | avx2 | avx512
+      ggml_archive="3rdparty/native:llama-cpp-python-sdist",
+      library="libminilm.so",
+      header="include/minilm.h",
+  )
+
+`pants package engines/minilm:avx2` writes dist/engines/minilm/avx2/{libminilm.so, minilm.h,
+metadata.json}. ggml is compiled by its own cached process per (archive, cpu variant), so
+editing engine sources only re-runs the engine's CMake build.
+"""
+from __future__ import annotations
+
+from pants.core.goals.package import OutputPathField
+from pants.engine.target import (
+    COMMON_TARGET_FIELDS,
+    BoolField,
+    MultipleSourcesField,
+    StringField,
+    Target,
+)
+from pants.util.strutil import help_text
+
+CPU_VARIANTS = ("fallback", "avx2", "avx512")
+
+
+class CpuVariantField(StringField):
+    alias = "cpu_variant"
+    required = True
+    valid_choices = CPU_VARIANTS
+    help = help_text(
+        """
+        x86-64 ISA level of this build. ggml's ISA options are always passed explicitly:
+        fallback = none (x86-64 baseline), avx2 = SSE4.2/AVX/AVX2/FMA/F16C/BMI2,
+        avx512 = avx2 + AVX512F.
+        """
+    )
+
+
+class GgmlArchiveField(StringField):
+    alias = "ggml_archive"
+    required = True
+    help = help_text(
+        """
+        Address of a `file` target whose source is a pinned archive containing ggml (an
+        `http_source` with url, len and sha256), e.g. the llama_cpp_python sdist.
+        """
+    )
+
+
+class NativeEngineSourcesField(MultipleSourcesField):
+    default = ("CMakeLists.txt", "*.map", "include/**/*.h", "src/**/*", "tests/**/*.cpp", "tests/**/*.h")
+    help = "The engine's CMake project: CMakeLists.txt at the target's directory and its sources."
+
+
+class LibraryField(StringField):
+    alias = "library"
+    required = True
+    help = "File name of the shared library the CMake project builds (e.g. libminilm.so)."
+
+
+class HeaderField(StringField):
+    alias = "header"
+    required = True
+    help = "The engine's public C header, relative to the target's directory."
+
+
+class TestBinaryField(StringField):
+    alias = "test_binary"
+    default = None
+    help = "Name of a test executable the CMake project builds; packaged only if include_test_binary."
+
+
+class IncludeTestBinaryField(BoolField):
+    alias = "include_test_binary"
+    default = False
+    help = "Also package `test_binary` (for test targets; the user-facing package leaves it out)."
+
+
+class NativeEngineTarget(Target):
+    alias = "native_engine"
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        CpuVariantField,
+        GgmlArchiveField,
+        NativeEngineSourcesField,
+        LibraryField,
+        HeaderField,
+        TestBinaryField,
+        IncludeTestBinaryField,
+        OutputPathField,
+    )
+    help = help_text(
+        """
+        A native engine (C++ on ggml with a flat C ABI) built for one CPU variant with a
+        hermetic toolchain (zig cc, cmake, ninja from the `native-toolchain` resolve).
+        """
+    )
+
+
+def target_types():
+    return [NativeEngineTarget]
