@@ -24,6 +24,8 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                 f"accelerators={list(accelerators)}"
             )
     localai_sources(name="src", dependencies=["backends/common", "backends/proto"], **kwargs)
+    # The same files as a library of the tests resolve, for unit tests in tests/.
+    python_sources(name="py", dependencies=["backends/common:py", "backends/proto"])
     for accel in accelerators:
         localai_requirements(name=f"requirements-{accel}", accelerator=accel)
         localai_backend_variant(

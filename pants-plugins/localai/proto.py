@@ -12,10 +12,20 @@ from pants.backend.python.target_types import EntryPoint
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
 from pants.backend.python.util_rules.pex_requirements import PexRequirements, Resolve
-from pants.engine.fs import Digest
+from pants.backend.python.target_types import PythonSourceField
+from pants.engine.fs import Digest, Snapshot
 from pants.engine.process import ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import GeneratedSources, GenerateSourcesRequest
+from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
+
+from localai.target_types import ProtoSourcesField
+
+# Python tests (pants test) import the stubs too; they run in this resolve, so it is the one
+# whose grpcio-tools generates their stubs.
+TESTS_RESOLVE = "tests"
+TESTS_INTERPRETER = "CPython==3.11.*"
 
 
 @dataclass(frozen=True)
@@ -66,5 +76,24 @@ async def compile_proto(request: CompileProtoRequest) -> CompiledProto:
     return CompiledProto(result.output_digest)
 
 
+class GeneratePythonFromLocalAIProtoRequest(GenerateSourcesRequest):
+    input = ProtoSourcesField
+    output = PythonSourceField
+
+
+@rule(desc="Generate Python stubs for tests", level=LogLevel.DEBUG)
+async def generate_python_for_tests(request: GeneratePythonFromLocalAIProtoRequest) -> GeneratedSources:
+    compiled = await Get(
+        CompiledProto,
+        CompileProtoRequest(
+            TESTS_RESOLVE,
+            InterpreterConstraints([TESTS_INTERPRETER]),
+            request.protocol_sources.digest,
+            request.protocol_sources.files,
+        ),
+    )
+    return GeneratedSources(await Get(Snapshot, Digest, compiled.digest))
+
+
 def rules():
-    return collect_rules()
+    return (*collect_rules(), UnionRule(GenerateSourcesRequest, GeneratePythonFromLocalAIProtoRequest))

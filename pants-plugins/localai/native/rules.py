@@ -241,17 +241,18 @@ async def package_native_engine(field_set: NativeEngineFieldSet) -> BuiltPackage
         ),
     )
     library = field_set.library.value
-    artifacts = [library]
-    if field_set.include_test_binary.value:
-        if not field_set.test_binary.value:
-            raise NativeBuildError(f"{address}: include_test_binary=True needs test_binary=<executable name>")
-        artifacts.append(field_set.test_binary.value)
+    test_binary = field_set.test_binary.value
+    if field_set.include_test_binary.value and not test_binary:
+        raise NativeBuildError(f"{address}: include_test_binary=True needs test_binary=<executable name>")
+    # The build always produces the test binary (if any), so a package with and one without it
+    # share the same cached process; only the packaged file list differs.
+    built = (library, test_binary) if test_binary else (library,)
+    artifacts = list(built) if field_set.include_test_binary.value else [library]
     build = await Get(
         NativeEngineBuild,
-        NativeEngineBuildRequest(
-            address, field_set.sources, field_set.cpu_variant.value, archive[0].address, tuple(artifacts)
-        ),
+        NativeEngineBuildRequest(address, field_set.sources, field_set.cpu_variant.value, archive[0].address, built),
     )
+    build_digest = await Get(Digest, DigestSubset(build.digest, PathGlobs(artifacts)))
     header_path = f"{address.spec_path}/{field_set.header.value}"
     header_digest = await Get(Digest, DigestSubset(build.sources, PathGlobs([header_path])))
     header_digest = await Get(Digest, RemovePrefix(header_digest, os.path.dirname(header_path)))
@@ -279,7 +280,7 @@ async def package_native_engine(field_set: NativeEngineFieldSet) -> BuiltPackage
         ),
     )
     out_dir = field_set.output_path.value or f"{address.spec_path}/{address.target_name}"
-    merged = await Get(Digest, MergeDigests([build.digest, header_digest, meta]))
+    merged = await Get(Digest, MergeDigests([build_digest, header_digest, meta]))
     final = await Get(Digest, AddPrefix(merged, out_dir))
     names = [*artifacts, header_name, "metadata.json"]
     return BuiltPackage(final, tuple(BuiltPackageArtifact(f"{out_dir}/{n}") for n in names))

@@ -1,0 +1,92 @@
+"""Starts a packaged backend PEX as a subprocess, as LocalAI does, and talks to it over gRPC."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import grpc
+
+from backends.proto import backend_pb2, backend_pb2_grpc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dist_path(backend: str, accelerator: str, name: str = "run.sh") -> Path:
+    """Where `pants package` (runtime_package_dependencies) puts a backend folder's files."""
+    path = Path("backends") / backend / accelerator / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: add backends/{backend}:{accelerator} to runtime_package_dependencies")
+    return path
+
+
+class BackendProcess:
+    """`run.sh --addr 127.0.0.1:<port>` with a stub connected to it; stops with SIGTERM."""
+
+    def __init__(self, backend: str, accelerator: str = "cpu", env: dict[str, str] | None = None):
+        self.run_sh = dist_path(backend, accelerator)
+        self.addr = f"127.0.0.1:{free_port()}"
+        self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"{backend}-{accelerator}-{os.getpid()}.log"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PEX_ROOT": str(pex_root()), **(env or {})}
+        self.proc = subprocess.Popen(
+            [str(self.run_sh), "--addr", self.addr], env=env, stdout=self.log.open("wb"), stderr=subprocess.STDOUT
+        )
+        self.channel = grpc.insecure_channel(
+            self.addr, options=[("grpc.max_receive_message_length", 50 * 1024 * 1024)]
+        )
+        self.stub = backend_pb2_grpc.BackendStub(self.channel)
+
+    def wait_healthy(self, timeout: float = 300.0) -> float:
+        """Seconds from start until Health answers OK."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.run_sh} exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                if self.stub.Health(backend_pb2.HealthMessage(), timeout=2).message == b"OK":
+                    return time.monotonic() - start
+            except grpc.RpcError:
+                time.sleep(0.2)
+        raise TimeoutError(f"{self.run_sh} not healthy after {timeout}s:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-5000:]
+
+    def stop(self) -> int:
+        self.channel.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __enter__(self) -> "BackendProcess":
+        self.wait_healthy()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def pex_root() -> Path:
+    """PEX_ROOT shared by the tests of one machine (a Pants named cache when available)."""
+    root = Path(os.environ.get("LOCALAI_TEST_PEX_ROOT", Path(os.environ.get("TMPDIR", "/tmp")) / "pex_root"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def pex_distributions(pex: Path) -> list[str]:
+    import json
+    import zipfile
+
+    return sorted(json.loads(zipfile.ZipFile(pex).read("PEX-INFO"))["distributions"])

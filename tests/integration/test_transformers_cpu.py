@@ -1,0 +1,69 @@
+"""backends/transformers:cpu, packaged by Pants, started as LocalAI starts it, called over gRPC."""
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from backends.proto import backend_pb2
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.tiny_models import tiny_gpt2
+
+
+@pytest.fixture(scope="module")
+def server():
+    with BackendProcess("transformers") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return tiny_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+def test_artifact_holds_cpu_torch_and_no_cuda_package() -> None:
+    dists = pex_distributions(dist_path("transformers", "cpu", "backend.pex"))
+    assert any(d.startswith("torch-2.13.0+cpu-") for d in dists), dists
+    bad = [d for d in dists if d.lower().startswith(("nvidia", "cuda", "triton"))]
+    assert bad == []
+
+
+def test_model_rpc_before_load_is_failed_precondition(server) -> None:
+    with pytest.raises(grpc.RpcError) as e:
+        server.stub.Predict(backend_pb2.PredictOptions(Prompt="hello"), timeout=30)
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert server.stub.Health(backend_pb2.HealthMessage(), timeout=5).message == b"OK"
+
+
+def test_missing_model_path_is_not_found(server, tmp_path) -> None:
+    with pytest.raises(grpc.RpcError) as e:
+        server.stub.LoadModel(backend_pb2.ModelOptions(Model=str(tmp_path / "nope")), timeout=60)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "nope" in e.value.details()
+
+
+def test_load_predict_stream_embed(server, model) -> None:
+    res = server.stub.LoadModel(backend_pb2.ModelOptions(Model=str(model)), timeout=300)
+    assert res.success, res.message
+
+    reply = server.stub.Predict(backend_pb2.PredictOptions(Prompt="hello world", Tokens=6), timeout=120)
+    assert reply.tokens > 0 and reply.message
+
+    chunks = list(server.stub.PredictStream(backend_pb2.PredictOptions(Prompt="hello world", Tokens=6), timeout=120))
+    assert len(chunks) > 1, "PredictStream must stream tokens one by one, not one final reply"
+    assert all(c.message for c in chunks)
+
+    emb = server.stub.Embedding(backend_pb2.PredictOptions(Embeddings="hello world"), timeout=60)
+    assert len(emb.embeddings) == 32  # n_embd of the tiny model
+
+
+def test_empty_prompt_is_invalid_argument_and_server_survives(server) -> None:
+    with pytest.raises(grpc.RpcError) as e:
+        server.stub.Predict(backend_pb2.PredictOptions(Prompt=""), timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert server.stub.Health(backend_pb2.HealthMessage(), timeout=5).message == b"OK"
+
+
+def test_sigterm_stops_the_server_cleanly(model) -> None:
+    proc = BackendProcess("transformers")
+    proc.wait_healthy()
+    assert proc.stop() == 0
