@@ -1,0 +1,54 @@
+"""The packaged libraries: glibc symbol versions <= 2.28, only the C ABI exported, no host
+toolchain traces, metadata.json matches. Reads the ELF with pyelftools (no host binutils)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import pytest
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerNeedSection
+from minilm_ctypes import VARIANTS, library_path
+
+ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "ld-linux-x86-64.so.2"}
+
+
+def glibc_versions(elf) -> set[tuple[int, ...]]:
+    out = set()
+    for sec in elf.iter_sections():
+        if isinstance(sec, GNUVerNeedSection):
+            for _, auxes in sec.iter_versions():
+                for aux in auxes:
+                    m = re.fullmatch(r"GLIBC_(\d+(?:\.\d+)*)", aux.name)
+                    if m:
+                        out.add(tuple(int(x) for x in m.group(1).split(".")))
+    return out
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_elf(variant):
+    path = library_path(variant)
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        versions = glibc_versions(elf)
+        assert versions and max(versions) <= (2, 28), sorted(versions)
+        dyn = next(s for s in elf.iter_sections() if isinstance(s, DynamicSection))
+        needed = {t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED"}
+        assert needed <= ALLOWED_NEEDED, needed
+        exported = {
+            s.name for s in elf.get_section_by_name(".dynsym").iter_symbols()
+            if s["st_shndx"] != "SHN_UNDEF" and s["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK") and s.name
+        }
+        assert exported and all(n.startswith("minilm_") for n in exported), sorted(exported)[:20]
+        assert elf.get_section_by_name(".symtab") is None, "not stripped"
+        comment = elf.get_section_by_name(".comment")
+        text = comment.data().decode(errors="replace") if comment else ""
+        assert "GCC" not in text, text
+    print(json.dumps({"variant": variant, "max_glibc": ".".join(map(str, max(versions))), "needed": sorted(needed),
+                      "exported": len(exported)}))
+    meta = json.loads((path.parent / "metadata.json").read_text())
+    assert meta["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert meta["cpu_variant"] == variant and meta["ggml_version"] == "0.25.3"
+    assert (path.parent / "minilm.h").is_file()

@@ -1,0 +1,58 @@
+"""Two clean builds (ggml + engine, fallback variant) in different directories, the second with
+failing cc/gcc/g++/ld/... first on PATH, give the same library, bit for bit, as each other and as
+the library `pants package engines/minilm:fallback` built in its sandbox.
+
+Runs in the `native-toolchain` resolve: the same zig/cmake/ninja the Pants rule uses."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path.cwd()
+DRIVER = ROOT / "pants-plugins/localai/native/cmake_driver.py"
+SDIST = ROOT / "3rdparty/native/llama_cpp_python-0.3.36.tar.gz"
+ENGINE = ROOT / "engines/minilm"
+HOSTILE_TOOLS = ("cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "ld.lld", "ar", "ranlib", "strip",
+                 "as", "cmake", "ninja", "make", "git")
+
+
+def build(workdir: Path, zig_cache: Path, path_env: str) -> tuple[bytes, str]:
+    src = workdir / "source with spaces" / "minilm"
+    shutil.copytree(ENGINE, src, ignore=shutil.ignore_patterns("tests", "*.py", "BUILD"))
+    shutil.copytree(ENGINE / "tests", src / "tests", ignore=shutil.ignore_patterns("*.py"))
+    env = {"PATH": path_env, "HOME": str(workdir), "ZIG_GLOBAL_CACHE_DIR": str(zig_cache)}
+    run = lambda *a, cwd: subprocess.run([sys.executable, str(DRIVER), *a], cwd=cwd, env=env, check=True,
+                                         capture_output=True, text=True, timeout=1500)
+    (workdir / "g").mkdir()
+    run("ggml", "--sdist", str(SDIST), "--variant", "fallback", "--out", "ggml-out", cwd=workdir / "g")
+    (workdir / "e").mkdir()
+    run("engine", "--src", str(src), "--ggml", str(workdir / "g" / "ggml-out"), "--variant", "fallback",
+        "--out", "out", "--artifact", "libminilm.so", "--artifact", "minilm_tests", cwd=workdir / "e")
+    lib = (workdir / "e" / "out" / "libminilm.so").read_bytes()
+    return lib, hashlib.sha256(lib).hexdigest()
+
+
+def test_bit_identical_and_no_host_tools(tmp_path):
+    assert DRIVER.is_file() and SDIST.is_file() and (ENGINE / "CMakeLists.txt").is_file()
+    hostile = tmp_path / "hostile-bin"
+    hostile.mkdir()
+    marker = tmp_path / "host-tool-called"
+    for tool in HOSTILE_TOOLS:
+        p = hostile / tool
+        p.write_text(f'#!/bin/sh\necho "{tool} $*" >> "{marker}"\nexit 1\n')
+        p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+    zig_cache = tmp_path / "zig-cache"
+    a_lib, a = build(tmp_path / "build-a", zig_cache, os.environ.get("PATH", "/usr/bin:/bin"))
+    b_lib, b = build(tmp_path / "b" / "deeper" / "build-b", zig_cache, f"{hostile}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    assert not marker.exists(), marker.read_text()
+    assert a == b, f"clean builds differ: {a} vs {b}"
+    packaged = Path("engines/minilm/fallback/libminilm.so")
+    if packaged.is_file():  # runtime_package_dependencies of this test
+        assert hashlib.sha256(packaged.read_bytes()).hexdigest() == a, "pants package differs from a clean build"
+    print({"sha256": a, "bytes": len(a_lib)})
