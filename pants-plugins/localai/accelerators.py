@@ -30,6 +30,7 @@ class Accelerator:
     forbidden: tuple[str, ...]
     python: str
     size_budget_mb: int
+    lock_note: str | None = None
 
     def forbidden_in(self, project_names: Iterable[str]) -> tuple[str, ...]:
         """The names among project_names that this accelerator forbids."""
@@ -70,6 +71,7 @@ class AcceleratorMatrix:
                 forbidden=tuple(table["forbidden"]),
                 python=table["python"],
                 size_budget_mb=int(table["size_budget_mb"]),
+                lock_note=table.get("lock_note"),
             )
         return cls(FrozenDict(accels))
 

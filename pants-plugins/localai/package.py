@@ -95,7 +95,7 @@ async def find_variant_lockfile(request: VariantLockfileRequest) -> VariantLockf
         PathGlobs([variant.lockfile]),
     )
     if not contents:
-        why = request.not_lockable_here or "it has not been generated yet"
+        why = request.not_lockable_here or variant.accelerator.lock_note or "it has not been generated yet"
         raise MissingLockfileError(
             f"{variant.address}: {variant.lockfile} does not exist, so this variant cannot be "
             f"packaged.\n  Why: {why}.\n  Fix: on a machine that reaches PyPI and "

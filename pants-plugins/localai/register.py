@@ -1,10 +1,10 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
-from localai import accelerators, audit, package, proto, requirements, variant
+from localai import accelerators, audit, package, proto, requirements, status, variant
 from localai import target_types as localai_target_types
 
 
 def target_types():
-    return localai_target_types.target_types()
+    return (*localai_target_types.target_types(), status.StatusDocTarget)
 
 
 def rules():
@@ -15,4 +15,5 @@ def rules():
         *proto.rules(),
         *package.rules(),
         *audit.rules(),
+        *status.rules(),
     )
