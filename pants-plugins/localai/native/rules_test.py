@@ -1,0 +1,90 @@
+"""RuleRunner tests of the native-engine target and the pure parts of its rules.
+
+The full ggml + engine build (zig, 76 MB sdist, ~2 min) is exercised by
+`pants package engines/minilm:<variant>` and engines/minilm/tests, not here."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from pants.core.target_types import FileTarget
+from pants.engine.addresses import Address
+from pants.engine.internals.scheduler import ExecutionError
+from pants.testutil.rule_runner import RuleRunner
+
+from localai.native import register
+from localai.native.rules import GgmlBuild, NativeEngineFieldSet, metadata_json
+from localai.native.target_types import CPU_VARIANTS, CpuVariantField, IncludeTestBinaryField, NativeEngineTarget
+
+ENGINE_BUILD = """
+native_engine(
+    name="{v}",
+    cpu_variant="{v}",
+    ggml_archive="3rdparty/native:ggml",
+    library="libx.so",
+    header="include/x.h",
+)
+"""
+
+
+@pytest.fixture
+def rule_runner() -> RuleRunner:
+    return RuleRunner(rules=register.rules(), target_types=[*register.target_types(), FileTarget])
+
+
+def test_register_exposes_target_and_package_rule():
+    assert NativeEngineTarget in register.target_types()
+    assert any(getattr(r, "union_base", None) is not None and r.union_member is NativeEngineFieldSet
+               for r in register.rules() if hasattr(r, "union_member"))
+
+
+@pytest.mark.parametrize("variant", CPU_VARIANTS)
+def test_native_engine_target(rule_runner, variant):
+    rule_runner.write_files({"engines/x/BUILD": ENGINE_BUILD.format(v=variant), "engines/x/CMakeLists.txt": ""})
+    tgt = rule_runner.get_target(Address("engines/x", target_name=variant))
+    assert tgt[CpuVariantField].value == variant
+    assert tgt[IncludeTestBinaryField].value is False
+    assert NativeEngineFieldSet.is_applicable(tgt)
+
+
+def test_unknown_cpu_variant_is_rejected(rule_runner):
+    rule_runner.write_files({"engines/x/BUILD": ENGINE_BUILD.format(v="avx9000")})
+    with pytest.raises(ExecutionError, match="avx9000"):
+        rule_runner.get_target(Address("engines/x", target_name="avx9000"))
+
+
+def test_metadata_json():
+    info = json.dumps({"ggml_version": "0.25.3", "cmake_options": {"GGML_AVX2": "ON"}, "zig_target": "x86_64-linux-gnu.2.28"})
+    meta = json.loads(metadata_json(name="minilm", cpu_variant="avx2", library="libminilm.so", lib_sha256="ab" * 32,
+                                    header="minilm.h", ggml=GgmlBuild(digest=None, version="0.25.3", build_info=info)))
+    assert meta == {"name": "minilm", "cpu_variant": "avx2", "library": "libminilm.so", "sha256": "ab" * 32,
+                    "header": "minilm.h", "ggml_version": "0.25.3", "ggml_cmake_options": {"GGML_AVX2": "ON"},
+                    "target": "x86_64-linux-gnu.2.28"}
+
+
+def _driver():
+    spec = importlib.util.spec_from_file_location("cmake_driver", Path(__file__).with_name("cmake_driver.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_driver_always_passes_every_isa_option():
+    # ggml silently turns every ISA option off when SOURCE_DATE_EPOCH is set: never rely on defaults.
+    d = _driver()
+    assert set(d.VARIANTS) == set(CPU_VARIANTS)
+    for variant, opts in d.VARIANTS.items():
+        assert set(opts) == set(d.ISA), variant
+    assert set(d.VARIANTS["fallback"].values()) == {"OFF"}
+    assert d.VARIANTS["avx2"]["GGML_AVX2"] == "ON" and d.VARIANTS["avx2"]["GGML_AVX512"] == "OFF"
+    assert set(d.VARIANTS["avx512"].values()) == {"ON"}
+
+
+def test_driver_is_hermetic_by_construction(tmp_path, monkeypatch):
+    d = _driver()
+    args = d.cmake_common("/w", "/n/ninja", [("/src", "."), ("/b", "build")], "avx2")
+    assert "-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF" in args
+    assert "-DCMAKE_C_COMPILER=/w/zig-cc" in args and "-DCMAKE_AR=/w/zig-ar" in args
+    assert any(a.startswith("-DCMAKE_C_FLAGS=") and "-ffile-prefix-map=/src=." in a for a in args)
