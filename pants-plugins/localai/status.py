@@ -42,6 +42,7 @@ is stale. Columns:
 
 class StatusDocSourceField(SingleSourceField):
     default = STATUS_PATH
+    required = False
 
 
 class StatusDocTarget(Target):
