@@ -1,10 +1,11 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
 from localai import accelerators, audit, package, proto, requirements, status, variant
+from localai import ci_matrix, export, gallery
 from localai import target_types as localai_target_types
 
 
 def target_types():
-    return (*localai_target_types.target_types(), status.StatusDocTarget)
+    return (*localai_target_types.target_types(), status.StatusDocTarget, *export.target_types())
 
 
 def rules():
@@ -16,4 +17,7 @@ def rules():
         *package.rules(),
         *audit.rules(),
         *status.rules(),
+        *gallery.rules(),
+        *ci_matrix.rules(),
+        *export.rules(),
     )

@@ -1,0 +1,318 @@
+"""`pants localai-export`: install a backend variant without Pants, from its lockfile.
+
+Per (backend, accelerator) with a committed lockfile, writes under dist/export/<name>-<accel>/:
+  requirements.txt   pip-tools' hashed format (`name==version \\` + `--hash=sha256:...` lines, one
+                     per artifact the lock lists); `pip install --require-hashes -r` and
+                     `uv pip install -r` accept it
+  environment.yml    a conda environment: python from the accelerator + the same hashed pins
+                     in its pip section
+
+A `localai_requirements_export(variant=...)` target packages the same two files (`pants package`), so tests
+can depend on an export through runtime_package_dependencies.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, OutputPathField, PackageFieldSet
+from pants.engine.addresses import Addresses, UnparsedAddressInputs
+from pants.engine.console import Console
+from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests, PathGlobs, Paths, Workspace
+from pants.engine.goal import Goal, GoalSubsystem
+from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
+from pants.engine.target import AllTargets, COMMON_TARGET_FIELDS, StringField, Target, Targets, WrappedTarget, WrappedTargetRequest
+from pants.engine.unions import UnionRule
+from pants.core.util_rules.distdir import DistDir
+from pants.util.logging import LogLevel
+from pants.util.strutil import help_text
+
+from localai.accelerators import Accelerator
+from localai.package import VariantLockfile, VariantLockfileRequest
+from localai.target_types import AcceleratorField, NotLockableHereField
+from localai.variant import Variant, VariantRequest
+
+WHEELHOUSE_PREFIX = "file://${WHEELHOUSE}/"
+# [python-repos].path_mappings in pants.toml: where ./pants keeps the wheelhouse.
+WHEELHOUSE_DEFAULT_DIR = "~/.cache/localai-build/wheelhouse"
+EXPORT_DIR = "export"
+
+
+class LockfileFormatError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class LockedArtifact:
+    url: str
+    algorithm: str
+    hash: str
+
+    @property
+    def wheelhouse_path(self) -> str | None:
+        """The file's path inside the wheelhouse, for artifacts the lock maps to ${WHEELHOUSE}."""
+        return self.url[len(WHEELHOUSE_PREFIX):] if self.url.startswith(WHEELHOUSE_PREFIX) else None
+
+
+@dataclass(frozen=True)
+class LockedRequirement:
+    project_name: str
+    version: str
+    artifacts: tuple[LockedArtifact, ...]
+
+
+def parse_lockfile(content: bytes, path: str) -> tuple[LockedRequirement, ...]:
+    """The locked requirements of a Pants/pex lockfile: JSON after its `//` header lines."""
+    body = "\n".join(l for l in content.decode().splitlines() if not l.startswith("//"))
+    try:
+        data: dict[str, Any] = json.loads(body)
+        reqs = [
+            LockedRequirement(
+                req["project_name"],
+                req["version"],
+                tuple(LockedArtifact(a["url"], a["algorithm"], a["hash"]) for a in req["artifacts"]),
+            )
+            for resolve in data["locked_resolves"]
+            for req in resolve["locked_requirements"]
+        ]
+    except (ValueError, KeyError, TypeError) as e:
+        raise LockfileFormatError(
+            f"{path}: not a Pants lockfile this export understands ({e!r}); regenerate it with "
+            "./pants generate-lockfiles"
+        ) from e
+    by_name: dict[str, LockedRequirement] = {}
+    for r in reqs:
+        if r.project_name in by_name and by_name[r.project_name] != r:
+            raise LockfileFormatError(
+                f"{path}: {r.project_name} is locked twice ({by_name[r.project_name].version} and "
+                f"{r.version}, several locked_resolves); a requirements file can pin only one"
+            )
+        by_name[r.project_name] = r
+    for r in by_name.values():
+        if not r.artifacts:
+            raise LockfileFormatError(f"{path}: {r.project_name}=={r.version} has no artifact to hash")
+    return tuple(by_name[n] for n in sorted(by_name))
+
+
+def python_version(constraint: str) -> str:
+    """`CPython==3.11.*` -> `3.11`."""
+    m = re.search(r"(\d+\.\d+)", constraint)
+    if not m:
+        raise ValueError(f"cannot read a Python version from the interpreter constraint {constraint!r}")
+    return m.group(1)
+
+
+def _hashes(req: LockedRequirement) -> list[str]:
+    return [f"--hash={a.algorithm}:{a.hash}" for a in req.artifacts]
+
+
+def _header(variant_label: str, resolve: str, lockfile: str, lockfile_sha256: str, accel: Accelerator,
+            reqs: tuple[LockedRequirement, ...], comment_lines: list[str]) -> list[str]:
+    lines = [
+        f"Hashed requirements of {variant_label} (resolve {resolve}, Python {python_version(accel.python)},",
+        f"platforms {', '.join(accel.platforms)}), generated by `./pants localai-export` from",
+        f"{lockfile} (sha256 {lockfile_sha256}). Do not edit: regenerate.",
+        *comment_lines,
+    ]
+    wheelhouse = [(r, a.wheelhouse_path) for r in reqs for a in r.artifacts if a.wheelhouse_path]
+    if wheelhouse:
+        dirs = sorted({p.rsplit("/", 1)[0] if "/" in p else "" for _, p in wheelhouse})
+        lines += [
+            "",
+            "Wheelhouse: these files are not on PyPI; the lock takes them from the project's",
+            "hash-pinned wheelhouse (./pants fills it; it mirrors " + accel.index + "):",
+            *[f"  {r.project_name}=={r.version}: {p}" for r, p in wheelhouse],
+            "Add to the install command one of:",
+            *[f"  --find-links {WHEELHOUSE_DEFAULT_DIR}/{d}".rstrip("/") for d in dirs],
+            f"  --find-links <a directory holding those files>   (or --extra-index-url {accel.index})",
+            "The --hash lines below are checked whichever place the file comes from.",
+        ]
+    return ["# " + l if l else "#" for l in lines]
+
+
+def requirements_txt(variant_label: str, resolve: str, lockfile: str, lockfile_sha256: str,
+                     accel: Accelerator, reqs: tuple[LockedRequirement, ...]) -> str:
+    lines = _header(
+        variant_label, resolve, lockfile, lockfile_sha256, accel, reqs,
+        [
+            "  pip install --require-hashes -r requirements.txt",
+            "  uv pip install --require-hashes -r requirements.txt",
+        ],
+    )
+    for r in reqs:
+        lines.append(" \\\n    ".join([f"{r.project_name}=={r.version}", *_hashes(r)]))
+    return "\n".join(lines) + "\n"
+
+
+def environment_yml(variant_label: str, resolve: str, lockfile: str, lockfile_sha256: str,
+                    accel: Accelerator, reqs: tuple[LockedRequirement, ...]) -> str:
+    lines = _header(
+        variant_label, resolve, lockfile, lockfile_sha256, accel, reqs,
+        [
+            "  conda env create -f environment.yml",
+            "  conda-lock -f environment.yml -p linux-64   (locks python and pip; the pip section",
+            "                                              is already pinned by hash)",
+            "With wheelhouse files, export PIP_FIND_LINKS=<dir> before conda env create.",
+        ],
+    )
+    lines += [
+        f"name: localai-{resolve}",
+        "channels:",
+        "  - conda-forge",
+        "  - nodefaults",
+        "dependencies:",
+        f"  - python={python_version(accel.python)}",
+        "  - pip",
+        "  - pip:",
+    ]
+    # conda writes these lines to a requirements file for pip: options may follow the pin.
+    lines += [f"      - {json.dumps(' '.join([f'{r.project_name}=={r.version}', *_hashes(r)]))}" for r in reqs]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class VariantExportRequest:
+    variant: Variant
+
+
+@dataclass(frozen=True)
+class VariantExport:
+    directory: str  # relative to dist/
+    digest: Digest
+
+
+def export_directory(variant: Variant) -> str:
+    return f"{EXPORT_DIR}/{variant.resolve}"
+
+
+@rule(desc="Export a backend variant's hashed requirements", level=LogLevel.DEBUG)
+async def export_variant(request: VariantExportRequest) -> VariantExport:
+    variant = request.variant
+    lock = await Get(VariantLockfile, VariantLockfileRequest(variant, None))
+    reqs = parse_lockfile(lock.content, lock.path)
+    args = (str(variant.address), variant.resolve, lock.path, lock.sha256, variant.accelerator, reqs)
+    directory = export_directory(variant)
+    digest = await Get(
+        Digest,
+        CreateDigest(
+            [
+                FileContent(f"{directory}/requirements.txt", requirements_txt(*args).encode()),
+                FileContent(f"{directory}/environment.yml", environment_yml(*args).encode()),
+            ]
+        ),
+    )
+    return VariantExport(directory, digest)
+
+
+def is_variant(tgt: Target) -> bool:
+    return tgt.has_field(AcceleratorField) and tgt.has_field(NotLockableHereField)
+
+
+# --- the goal -------------------------------------------------------------------------------
+
+
+class ExportSubsystem(GoalSubsystem):
+    name = "localai-export"
+    help = help_text(
+        f"""
+        Write dist/{EXPORT_DIR}/<backend>-<accelerator>/requirements.txt (hashed, for pip/uv) and
+        environment.yml (conda) for the given backend variants (all of them when none is
+        given), from their lockfiles. Variants without a lockfile are skipped and listed.
+        """
+    )
+
+
+class ExportGoal(Goal):
+    subsystem_cls = ExportSubsystem
+    environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
+
+
+@goal_rule
+async def localai_export(
+    console: Console, workspace: Workspace, targets: Targets, all_targets: AllTargets, distdir: DistDir
+) -> ExportGoal:
+    chosen = [t for t in targets if is_variant(t)] or [t for t in all_targets if is_variant(t)]
+    chosen.sort(key=lambda t: t.address.spec)
+    variants = await MultiGet(Get(Variant, VariantRequest(t.address, t[AcceleratorField].value)) for t in chosen)
+    present = set((await Get(Paths, PathGlobs([v.lockfile for v in variants]))).files)
+    exported = [v for v in variants if v.lockfile in present]
+    for t, v in zip(chosen, variants):
+        if v.lockfile not in present:
+            why = t[NotLockableHereField].value or v.accelerator.lock_note or "not generated yet"
+            console.print_stderr(f"skipped {v.address}: no {v.lockfile} ({why})")
+    exports = await MultiGet(Get(VariantExport, VariantExportRequest(v)) for v in exported)
+    merged = await Get(Digest, MergeDigests([e.digest for e in exports]))
+    workspace.write_digest(merged, path_prefix=str(distdir.relpath))
+    for e in exports:
+        console.print_stdout(f"Wrote {distdir.relpath}/{e.directory}/requirements.txt and environment.yml")
+    return ExportGoal(exit_code=0)
+
+
+# --- the localai_requirements_export target (pants package) ------------------------------------------------
+
+
+class ExportVariantField(StringField):
+    alias = "variant"
+    required = True
+    help = "Address of a localai_backend_variant, e.g. `backends/kitten-tts:cpu`."
+
+
+class LocalAIExportTarget(Target):
+    alias = "localai_requirements_export"
+    core_fields = (*COMMON_TARGET_FIELDS, ExportVariantField, OutputPathField)
+    help = help_text(
+        f"""
+        The pip/uv/conda export of one backend variant: `pants package` writes
+        {EXPORT_DIR}/<backend>-<accelerator>/requirements.txt and environment.yml.
+        """
+    )
+
+
+class ExportTargetError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ExportFieldSet(PackageFieldSet):
+    required_fields = (ExportVariantField,)
+    variant: ExportVariantField
+
+
+@rule(desc="Package a backend variant's pip/conda export", level=LogLevel.DEBUG)
+async def package_export(field_set: ExportFieldSet) -> BuiltPackage:
+    addresses = await Get(
+        Addresses,
+        UnparsedAddressInputs(
+            [field_set.variant.value],
+            owning_address=field_set.address,
+            description_of_origin=f"the `variant` field of {field_set.address}",
+        ),
+    )
+    wrapped = await Get(
+        WrappedTarget, WrappedTargetRequest(addresses[0], description_of_origin=str(field_set.address))
+    )
+    tgt = wrapped.target
+    if not is_variant(tgt):
+        raise ExportTargetError(
+            f"{field_set.address}: variant={field_set.variant.value!r} is a {tgt.alias}, not a "
+            "localai_backend_variant (e.g. backends/<name>:<accelerator>)"
+        )
+    variant = await Get(Variant, VariantRequest(tgt.address, tgt[AcceleratorField].value))
+    export = await Get(VariantExport, VariantExportRequest(variant))
+    return BuiltPackage(
+        export.digest,
+        (
+            BuiltPackageArtifact(f"{export.directory}/requirements.txt"),
+            BuiltPackageArtifact(f"{export.directory}/environment.yml"),
+        ),
+    )
+
+
+def target_types():
+    return (LocalAIExportTarget,)
+
+
+def rules():
+    return (*collect_rules(), UnionRule(PackageFieldSet, ExportFieldSet))
