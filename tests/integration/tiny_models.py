@@ -29,3 +29,195 @@ def minilm_dir() -> Path:
     root = Path(spec.origin).parent
     candidates = [p.parent for p in root.rglob("modules.json")] or [p.parent for p in root.rglob("config.json")]
     return candidates[0]
+
+
+def tiny_cross_encoder(out: Path) -> Path:
+    """A 1-layer BERT sequence classifier (num_labels=1) with MiniLM's real WordPiece vocab."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    tok = BertTokenizerFast(vocab_file=str(minilm_dir() / "vocab.txt"))
+    tok.save_pretrained(out)
+    cfg = BertConfig(
+        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, num_labels=1,
+    )
+    _seeded()
+    BertForSequenceClassification(cfg).save_pretrained(out)
+    return out
+
+
+def tiny_stable_diffusion(out: Path) -> Path:
+    """A StableDiffusionPipeline with a 2-block UNet, 1-block VAE, 2-layer CLIP text encoder."""
+    import json
+
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+
+    _seeded()
+    unet = UNet2DConditionModel(
+        block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=4, out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32, norm_num_groups=16,
+    )
+    vae = AutoencoderKL(
+        block_out_channels=[32], in_channels=3, out_channels=3, down_block_types=["DownEncoderBlock2D"],
+        up_block_types=["UpDecoderBlock2D"], latent_channels=4, norm_num_groups=16,
+    )
+    text_encoder = CLIPTextModel(
+        CLIPTextConfig(
+            bos_token_id=0, eos_token_id=2, hidden_size=32, intermediate_size=37, layer_norm_eps=1e-05,
+            num_attention_heads=4, num_hidden_layers=2, pad_token_id=1, vocab_size=1000,
+        )
+    )
+    tok_dir = out.parent / f"{out.name}-clip-tokenizer"
+    tok_dir.mkdir(parents=True, exist_ok=True)
+    vocab = {"<|startoftext|>": 0, "!": 1, "<|endoftext|>": 2}
+    for i, w in enumerate(["a</w>", "cat</w>", "dog</w>", "c", "a", "t", "d", "o", "g", "photo</w>", "of</w>"]):
+        vocab[w] = i + 3
+    (tok_dir / "vocab.json").write_text(json.dumps(vocab))
+    (tok_dir / "merges.txt").write_text("#version: 0.2\n")
+    tokenizer = CLIPTokenizer(str(tok_dir / "vocab.json"), str(tok_dir / "merges.txt"), model_max_length=77)
+    pipe = StableDiffusionPipeline(
+        unet=unet, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, scheduler=DDIMScheduler(),
+        safety_checker=None, feature_extractor=None, requires_safety_checker=False,
+    )
+    pipe.save_pretrained(out)
+    return out
+
+
+def tiny_whisper_ct2(out: Path) -> Path:
+    """A 1-layer random Whisper (transformers) converted to CTranslate2, as faster-whisper loads it.
+
+    The tokenizer is a byte-level BPE trained on one sentence plus Whisper's special tokens
+    (languages, tasks, timestamps), so faster-whisper's prompt building finds every token id.
+    """
+    import json
+
+    import ctranslate2
+    from faster_whisper.tokenizer import _LANGUAGE_CODES
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GenerationConfig, PreTrainedTokenizerFast, WhisperConfig, WhisperForConditionalGeneration
+
+    hf = out.parent / f"{out.name}-hf"
+    hf.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(["hello world this is a test of voice"] * 20, trainer)
+    specials = (
+        ["<|startoftranscript|>"]
+        + [f"<|{c}|>" for c in _LANGUAGE_CODES]
+        + ["<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"]
+        + [f"<|{i * 0.02:.2f}|>" for i in range(1501)]
+    )
+    tok.add_special_tokens(specials)
+    tok.save(str(hf / "tokenizer.json"))
+    eot = "<|endoftext|>"
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=eot, bos_token=eot, unk_token=eot, pad_token=eot
+    ).save_pretrained(hf)
+    ids = {t: tok.token_to_id(t) for t in [eot, "<|startoftranscript|>", "<|notimestamps|>", "<|transcribe|>", "<|translate|>"]}
+    cfg = WhisperConfig(
+        vocab_size=tok.get_vocab_size(), num_mel_bins=80, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=2, decoder_attention_heads=2, d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_source_positions=1500, max_target_positions=448,
+        decoder_start_token_id=ids["<|startoftranscript|>"], eos_token_id=ids[eot], pad_token_id=ids[eot],
+        bos_token_id=ids[eot], suppress_tokens=[], begin_suppress_tokens=[ids[eot]],
+    )
+    _seeded()
+    model = WhisperForConditionalGeneration(cfg)
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=cfg.decoder_start_token_id, eos_token_id=cfg.eos_token_id, pad_token_id=cfg.pad_token_id,
+        lang_to_id={f"<|{c}|>": tok.token_to_id(f"<|{c}|>") for c in _LANGUAGE_CODES},
+        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+        no_timestamps_token_id=ids["<|notimestamps|>"], is_multilingual=True, suppress_tokens=[],
+        begin_suppress_tokens=[ids[eot]], alignment_heads=[[0, 0]],
+    )
+    model.save_pretrained(hf)
+    ctranslate2.converters.TransformersConverter(str(hf), copy_files=["tokenizer.json"]).convert(str(out), force=True)
+    # faster-whisper reads n_mels etc. from preprocessor_config.json when present.
+    (out / "preprocessor_config.json").write_text(
+        json.dumps({"feature_size": 80, "sampling_rate": 16000, "hop_length": 160, "chunk_length": 30, "n_fft": 400})
+    )
+    return out
+
+
+# ---- audio made in the test ---------------------------------------------------------------
+
+SAMPLE_RATE = 16000
+
+
+def synthetic_voice(seconds: float, sample_rate: int = SAMPLE_RATE, seed: int = 0):
+    """A speech-like float32 signal in [-1, 1]: a glottal pulse train (pitch gliding around
+    120-180 Hz) through three moving formant resonators, in 4 Hz syllables with short pauses."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = int(seconds * sample_rate)
+    t = np.arange(n) / sample_rate
+    f0 = 140 + 30 * np.sin(2 * np.pi * 0.7 * t) + 10 * np.sin(2 * np.pi * 3.1 * t)
+    phase = np.cumsum(f0 / sample_rate)
+    source = (np.diff(np.floor(phase), prepend=0.0) > 0).astype(np.float64)  # one impulse per period
+    source += 0.02 * rng.standard_normal(n)  # breath noise
+    out = np.zeros(n)
+    for base, swing, bw in ((600, 250, 90), (1400, 500, 120), (2600, 300, 160)):
+        f = base + swing * np.sin(2 * np.pi * 2.3 * t + base)
+        r = np.exp(-np.pi * bw / sample_rate)
+        y1 = y2 = 0.0
+        y = np.empty(n)
+        a1 = 2 * r * np.cos(2 * np.pi * f / sample_rate)
+        a2 = -r * r
+        for i in range(n):  # two-pole resonator with a time-varying centre frequency
+            y0 = source[i] + a1[i] * y1 + a2 * y2
+            y[i], y2, y1 = y0, y1, y0
+        out += y
+    syllables = np.clip(np.sin(2 * np.pi * 4.0 * t) * 1.5 + 0.5, 0, 1)  # voiced bursts, short gaps
+    out *= syllables
+    out /= np.max(np.abs(out)) + 1e-9
+    return (0.6 * out).astype(np.float32)
+
+
+def espeak_voice(text: str, sample_rate: int = SAMPLE_RATE):
+    """espeak-ng speech resampled to ``sample_rate`` mono float32, or None when espeak-ng is absent."""
+    import io
+    import shutil
+    import subprocess
+    import wave
+
+    import numpy as np
+
+    exe = shutil.which("espeak-ng")
+    if exe is None:
+        return None
+    raw = subprocess.run([exe, "--stdout", text], check=True, capture_output=True).stdout
+    with wave.open(io.BytesIO(raw)) as w:
+        rate, width = w.getframerate(), w.getsampwidth()
+        frames = w.readframes(w.getnframes())
+    assert width == 2, width
+    data = np.frombuffer(frames, dtype="<i2").astype(np.float32) / 32768.0
+    # linear-interpolation resample (espeak-ng speaks at 22050 Hz)
+    n = int(round(len(data) * sample_rate / rate))
+    return np.interp(np.arange(n) * rate / sample_rate, np.arange(len(data)), data).astype(np.float32)
+
+
+def write_wav(path: Path, samples, sample_rate: int = SAMPLE_RATE) -> Path:
+    import wave
+
+    import numpy as np
+
+    pcm = (np.clip(np.asarray(samples, dtype=np.float32), -1, 1) * 32767).astype("<i2")
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(sample_rate)
+        w.writeframes(pcm.tobytes())
+    return path
+
+
+def _seeded(seed: int = 0) -> None:
+    import torch
+
+    torch.manual_seed(seed)
