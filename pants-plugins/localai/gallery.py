@@ -139,8 +139,8 @@ def read_meta(backend: str, directory: str, gallery_yaml: str | None, backend_py
         "license": data.get("license", ""),
         "icon": data.get("icon", ""),
         "description": data.get("description") or default_description(backend, backend_py),
-        "urls": list(data.get("urls", [])),
-        "tags": list(data.get("tags", [])),
+        "urls": tuple(data.get("urls", []) or []),
+        "tags": tuple(data.get("tags", []) or []),
     }
     if not fields["icon"]:
         del fields["icon"]
