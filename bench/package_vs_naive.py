@@ -1,0 +1,120 @@
+"""CPU artifact size and build time, side by side in one run (issue #2 benchmarks).
+
+Usage: python3 bench/package_vs_naive.py [backend]      (default: transformers)
+
+Measures, for backends/<backend>:cpu:
+  1. cold `./pants package` (empty Pants store and named caches, no pantsd) vs
+     `uv pip install` of the same pinned set into a fresh venv with an empty uv cache;
+  2. a second `./pants package` of the unchanged target with pantsd warm;
+  3. the PEX size vs the sum of the wheels it holds (downloaded from the lock's URLs) vs the
+     naive LocalAI-style install: the same requirement files into a venv with `uv pip install`,
+     `torch==2.13.0` from PyPI, no CPU index (what several LocalAI requirements-cpu.txt do).
+Prints a Markdown table for docs/benchmarks.md. Needs network to PyPI; downloads ~3 GB for
+the naive install.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WHEELHOUSE = Path.home() / ".cache/localai-build/wheelhouse"
+
+
+def run(cmd, **kw) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+    return time.perf_counter() - start
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def lock_artifacts(lockfile: Path) -> dict[str, str]:
+    body = "\n".join(l for l in lockfile.read_text().splitlines() if not l.startswith("//"))
+    urls = {}
+    for resolve in json.loads(body)["locked_resolves"]:
+        for req in resolve["locked_requirements"]:
+            for art in req["artifacts"]:
+                urls[art["url"].rsplit("/", 1)[-1].replace("%2B", "+")] = art["url"]
+    return urls
+
+
+def uv() -> str:
+    found = shutil.which("uv")
+    if found:
+        return found
+    venv = Path(tempfile.gettempdir()) / "bench-uv"
+    if not (venv / "bin/uv").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin/pip"), "install", "-q", "uv==0.13.8"], check=True)
+    return str(venv / "bin/uv")
+
+
+def main() -> None:
+    backend = sys.argv[1] if len(sys.argv) > 1 else "transformers"
+    target = f"backends/{backend}:cpu"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    py311 = shutil.which("python3.11") or sys.executable
+    work = Path(tempfile.mkdtemp(prefix="bench-"))
+    rows = []
+
+    # 1. Cold package vs uv install of the same pinned set.
+    cold = run(["./pants", "--no-pantsd", f"--local-store-dir={work}/store", f"--named-caches-dir={work}/named",
+                "package", target], cwd=ROOT, env=env)
+    pex = ROOT / f"dist/backends/{backend}/cpu/backend.pex"
+    dists = sorted(json.loads(zipfile.ZipFile(pex).read("PEX-INFO"))["distributions"])
+    pinned = work / "pinned.txt"
+    pinned.write_text("".join(f"{d.split('-')[0]}=={d.split('-')[1]}\n" for d in dists))
+    uv_bin = uv()
+    subprocess.run([uv_bin, "venv", "-q", "-p", py311, str(work / "pinned-venv")], check=True, env=env)
+    uv_pinned = run([uv_bin, "pip", "install", "-q", "--no-cache", "--no-deps", "-p", str(work / "pinned-venv/bin/python"),
+                     "--find-links", str(WHEELHOUSE / "cpu"), "-r", str(pinned)], env=env)
+    rows.append(("cold `./pants package` (empty caches)", f"{cold:.1f} s", ""))
+    rows.append(("`uv pip install` of the same pins, empty cache", f"{uv_pinned:.1f} s", f"ratio {cold / uv_pinned:.2f}"))
+
+    # 2. Warm no-op package.
+    run(["./pants", "package", target], cwd=ROOT, env=env)
+    warm = run(["./pants", "package", target], cwd=ROOT, env=env)
+    rows.append(("second `./pants package`, pantsd warm", f"{warm:.1f} s", ""))
+
+    # 3. Sizes.
+    urls = lock_artifacts(ROOT / f"lockfiles/{backend}-cpu.lock")
+    wheels = 0
+    for d in dists:
+        url = urls[d]
+        if url.startswith("file://${WHEELHOUSE}"):
+            wheels += (WHEELHOUSE / url.split("${WHEELHOUSE}/", 1)[1].replace("%2B", "+")).stat().st_size
+        else:
+            with urllib.request.urlopen(url) as r:
+                wheels += int(r.headers["Content-Length"])
+    naive_reqs = work / "naive-cpu.txt"
+    naive_reqs.write_text((ROOT / f"backends/{backend}/requirements-cpu.txt").read_text().replace("+cpu", ""))
+    subprocess.run([uv_bin, "venv", "-q", "-p", py311, str(work / "naive-venv")], check=True, env=env)
+    naive_time = run([uv_bin, "pip", "install", "-q", "-p", str(work / "naive-venv/bin/python"),
+                      "-r", str(ROOT / f"backends/{backend}/requirements.txt"), "-r", str(naive_reqs)], env=env)
+    naive = du(work / "naive-venv")
+    cuda = sorted(p.name for p in (work / "naive-venv/lib/python3.11/site-packages").iterdir()
+                  if p.name.lower().startswith(("nvidia", "cuda", "triton")) and p.suffix == ".dist-info")
+    size = pex.stat().st_size
+    rows.append(("PEX (backends/%s:cpu)" % backend, f"{size / 1e6:.0f} MB", f"{len(dists)} distributions"))
+    rows.append(("sum of the wheels it holds", f"{wheels / 1e6:.0f} MB", f"PEX overhead {100 * (size - wheels) / wheels:+.1f}%"))
+    rows.append(("naive venv (PyPI torch, no CPU index)", f"{naive / 1e6:.0f} MB",
+                 f"{naive / size:.1f}x the PEX; {len(cuda)} nvidia/cuda/triton packages; install {naive_time:.0f} s"))
+    print(f"| measure ({target}) | value | note |\n|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} |")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
