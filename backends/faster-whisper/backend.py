@@ -56,6 +56,17 @@ def validate_transcript(request) -> None:
     require(request.temperature >= 0, f"temperature must be >= 0, got {request.temperature}")
 
 
+def failed_in_audio_decoding(exc: BaseException) -> bool:
+    """True when ``exc`` was raised inside faster-whisper's ``decode_audio`` (a file that is not
+    decodable audio: PyAV's InvalidDataError, or IndexError when it has no audio stream)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "decode_audio":
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def to_segment(index: int, seg) -> "backend_pb2.TranscriptSegment":
     """faster-whisper Segment (seconds) -> TranscriptSegment (start/end in milliseconds)."""
     words = [
@@ -101,7 +112,15 @@ class FasterWhisperServicer(BaseServicer):
         )
         if request.temperature > 0:
             kwargs["temperature"] = request.temperature
-        segments, info = model.transcribe(request.dst, **kwargs)
+        try:
+            # Decodes the whole file (PyAV) before returning the lazy segment generator.
+            segments, info = model.transcribe(request.dst, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            if failed_in_audio_decoding(exc):
+                raise InvalidArgument(
+                    f"cannot decode {request.dst} as audio: {type(exc).__name__}: {exc}"
+                ) from exc
+            raise
         return segments, info
 
     def _result(self, segs, info):

@@ -107,6 +107,8 @@ def tiny_whisper_ct2(out: Path) -> Path:
         vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
     tok.train_from_iterator(["hello world this is a test of voice"] * 20, trainer)
+    # CTranslate2 reports this tiny model as English-only (is_multilingual is False even with
+    # 51865 tokens and lang_ids), so faster-whisper always answers language "en" for it.
     specials = (
         ["<|startoftranscript|>"]
         + [f"<|{c}|>" for c in _LANGUAGE_CODES]
