@@ -13,20 +13,31 @@ from pathlib import Path
 BUILD_SETUP = ("pants", "pants.toml", "pants-plugins", "3rdparty")
 
 
-def make_temp_repo(dest: Path) -> Path:
+def make_temp_repo(dest: Path, extra: tuple[str, ...] = ()) -> Path:
+    """The build setup, plus `extra` paths of this repository kept with their BUILD files.
+
+    The setup's own BUILD files are left out: they name this repository's resolves, which the
+    tests replace.
+    """
     for name in BUILD_SETUP:
         src = Path(name)
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("*_test.py", "__pycache__", "BUILD"))
         else:
             shutil.copy2(src, dest / name)
-    (dest / "pants-plugins/localai/BUILD").write_text("")
+    for name in extra:
+        src = Path(name)
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "tests"), dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, dest / name)
     (dest / "BUILD").write_text("")
     return dest
 
 
-def run_pants(repo: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PANTS_")}
+def run_pants(repo: Path, *args: str, timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PANTS_")}, **(env or {})}
     env["PANTS_CONCURRENT"] = "True"
     return subprocess.run(
         ["./pants", "--no-pantsd", "--no-dynamic-ui", *args],

@@ -1,0 +1,88 @@
+"""A real BuildGrid REAPI server (cache services only) for tests: buildgrid==0.9.1 on CPython 3.13."""
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+REQUIREMENTS = Path("3rdparty/buildgrid/requirements.txt")
+CONFIG = Path("3rdparty/buildgrid/cache.yml")
+
+
+def python313() -> str:
+    candidates = [shutil.which("python3.13")] + sorted(
+        glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")), reverse=True
+    )
+    for c in candidates:
+        if c and os.access(c, os.X_OK):
+            return c
+    raise RuntimeError("BuildGrid 0.9.1 needs CPython 3.13: `pyenv install 3.13` or put python3.13 on PATH")
+
+
+def buildgrid_venv() -> Path:
+    """A venv with the hash-pinned BuildGrid, made once per machine and requirements version."""
+    key = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:16]
+    venv = Path.home() / ".cache/localai-build" / f"buildgrid-{key}"
+    if not (venv / ".ready").exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([python313(), "-m", "venv", str(venv)], check=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+        env.update(PIP_CONFIG_FILE=os.devnull, XDG_CONFIG_DIRS="/nonexistent")
+        if Path("/etc/ssl/certs/ca-certificates.crt").exists():
+            env.setdefault("PIP_CERT", "/etc/ssl/certs/ca-certificates.crt")
+        subprocess.run(
+            [str(venv / "bin/pip"), "install", "-q", "--require-hashes", "--no-deps", "-r", str(REQUIREMENTS)],
+            check=True,
+            env=env,
+        )
+        (venv / ".ready").write_text("ok\n")
+    return venv
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BuildGridServer:
+    def __init__(self, data: Path):
+        self.port = free_port()
+        self.data = data
+        data.mkdir(parents=True, exist_ok=True)
+        config = CONFIG.read_text().replace("${BUILDGRID_PORT}", str(self.port)).replace("${BUILDGRID_DATA}", str(data))
+        (data / "config.yml").write_text(config)
+        self.log = (data / "server.log").open("wb")
+        self.proc = subprocess.Popen(
+            [str(buildgrid_venv() / "bin/bgd"), "server", "start", str(data / "config.yml")],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"bgd exited: {(data / 'server.log').read_text()[-3000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.3)
+        raise TimeoutError("BuildGrid did not listen within 60 s")
+
+    @property
+    def address(self) -> str:
+        return f"grpc://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

@@ -1,0 +1,86 @@
+"""The remote cache, end to end: a real BuildGrid server and fresh clones with empty caches.
+
+Clone 1 builds with an empty local cache and writes to BuildGrid; clone 2, in another
+directory with another empty local cache, must get every remotely cacheable process from
+BuildGrid and produce byte-identical artifacts. With the server stopped a third clone still
+builds (with warnings). Wall times are printed for docs/benchmarks.md (run with
+`--test-output=all`); no time is asserted.
+"""
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.buildgrid import BuildGridServer
+from tests.integration.temp_repo import make_temp_repo, run_pants
+
+TARGET = "backends/silero-vad:cpu"
+SOURCES = (
+    "backends/BUILD",
+    "backends/common",
+    "backends/proto",
+    "backends/silero-vad",
+    "lockfiles/silero-vad-cpu.lock",
+    "pants.ci.toml",
+)
+ARTIFACTS = ("backend.pex", "run.sh", "metadata.json")
+
+
+def stats(output: str) -> dict[str, int]:
+    return {k: int(v) for k, v in re.findall(r"^\s+(\w+): (\d+)$", output, re.MULTILINE)}
+
+
+def build(repo: Path, cache_root: Path, address: str) -> tuple[str, float]:
+    start = time.monotonic()
+    result = run_pants(
+        repo,
+        f"--local-store-dir={cache_root}/store",
+        f"--named-caches-dir={cache_root}/named",
+        "package",
+        TARGET,
+        env={"PANTS_CONFIG_FILES": "pants.ci.toml", "PANTS_REMOTE_STORE_ADDRESS": address},
+    )
+    elapsed = time.monotonic() - start
+    assert result.returncode == 0, result.stdout[-5000:]
+    return result.stdout, elapsed
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = BuildGridServer(tmp_path_factory.mktemp("buildgrid"))
+    yield srv
+    srv.stop()
+
+
+def test_fresh_clone_is_served_by_the_remote_cache(server, tmp_path) -> None:
+    clone1 = make_temp_repo(tmp_path / "clone-1", SOURCES)
+    clone2 = make_temp_repo(tmp_path / "somewhere/else/clone-2", SOURCES)
+
+    out1, cold = build(clone1, tmp_path / "cache-1", server.address)
+    s1 = stats(out1)
+    assert s1["remote_cache_write_successes"] > 0 and s1["remote_cache_write_errors"] == 0, s1
+
+    out2, cached = build(clone2, tmp_path / "cache-2", server.address)
+    s2 = stats(out2)
+    assert s2["local_cache_requests_cached"] == 0  # the local cache really was empty
+    assert s2["remote_cache_requests"] > 0
+    assert s2["remote_cache_requests_cached"] == s2["remote_cache_requests"], s2
+    for name in ARTIFACTS:
+        a = (clone1 / "dist/backends/silero-vad/cpu" / name).read_bytes()
+        b = (clone2 / "dist/backends/silero-vad/cpu" / name).read_bytes()
+        assert a == b, name
+    print(f"\nREMOTE-CACHE cold={cold:.1f}s cached={cached:.1f}s ratio={cached / cold:.2f} "
+          f"remote_hits={s2['remote_cache_requests_cached']}/{s2['remote_cache_requests']} "
+          f"local_executions={s2['local_execution_requests']}")
+
+    server.stop()
+    clone3 = make_temp_repo(tmp_path / "clone-3", SOURCES)
+    out3, down = build(clone3, tmp_path / "cache-3", server.address)
+    assert "remote" in out3.lower() and ("WARN" in out3 or "unavailable" in out3.lower()), out3[-3000:]
+    assert (clone3 / "dist/backends/silero-vad/cpu/backend.pex").read_bytes() == (
+        clone1 / "dist/backends/silero-vad/cpu/backend.pex"
+    ).read_bytes()
+    print(f"REMOTE-CACHE server-down={down:.1f}s (cold with a live server: {cold:.1f}s)")
