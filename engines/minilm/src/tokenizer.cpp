@@ -9,7 +9,7 @@ struct uc_range { uint32_t lo, hi; uint8_t cls; };
 struct uc_map { uint32_t cp; uint32_t off; uint8_t n; };
 #include "unicode_tables.inc"
 
-enum : uint8_t { C_OTHER = 1, C_MN = 2, C_PUNCT = 4, C_SPACE = 8 };
+enum : uint8_t { C_PUNCT = 4, C_SPACE = 8, C_REMOVE = 16 };
 
 uint8_t uclass(char32_t c) {
     const auto * b = std::begin(k_class_ranges), * e = std::end(k_class_ranges);
@@ -24,11 +24,6 @@ const uc_map * find_map(const uc_map * b, const uc_map * e, char32_t c) {
     return (it != e && it->cp == c) ? it : nullptr;
 }
 
-bool is_whitespace(char32_t c) { return (uclass(c) & C_SPACE) != 0; }
-bool is_control(char32_t c) {
-    if (c == U'\t' || c == U'\n' || c == U'\r') return false;
-    return (uclass(c) & C_OTHER) != 0;
-}
 bool is_punct(char32_t c) { return (uclass(c) & C_PUNCT) != 0; }
 bool is_chinese(char32_t c) {
     return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
@@ -36,17 +31,19 @@ bool is_chinese(char32_t c) {
            (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-void nfd_char(char32_t c, std::u32string & out) {
-    // Hangul syllables: algorithmic decomposition
-    if (c >= 0xAC00 && c <= 0xD7A3) {
+// The per-code-point BertNormalizer (clean_text, CJK spacing, NFD + strip marks, lowercase) of
+// the tokenizers version the tables were probed from (tools/gen_unicode_tables.py).
+void normalize_char(char32_t c, std::u32string & out) {
+    if (c == 0 || (uclass(c) & C_REMOVE)) return;
+    if (const uc_map * m = find_map(std::begin(k_norm), std::end(k_norm), c)) {
+        out.append(reinterpret_cast<const char32_t *>(k_pool + m->off), m->n);
+    } else if (is_chinese(c)) {
+        out.push_back(U' '); out.push_back(c); out.push_back(U' ');
+    } else if (c >= 0xAC00 && c <= 0xD7A3) {  // Hangul syllables: algorithmic NFD
         const uint32_t s = c - 0xAC00;
         out.push_back(0x1100 + s / 588);
         out.push_back(0x1161 + (s % 588) / 28);
         if (s % 28) out.push_back(0x11A7 + s % 28);
-        return;
-    }
-    if (const uc_map * m = find_map(std::begin(k_decomp), std::end(k_decomp), c)) {
-        out.append(reinterpret_cast<const char32_t *>(k_pool + m->off), m->n);
     } else {
         out.push_back(c);
     }
@@ -100,36 +97,13 @@ std::string utf8_encode(const std::u32string & s) {
     return out;
 }
 
-// BertNormalizer: clean_text, handle_chinese_chars, strip_accents (NFD + drop Mn), lowercase.
-std::u32string bert_normalize(const std::u32string & in, const tokenizer_config & cfg) {
+// BertNormalizer with this model's settings (clean_text, handle_chinese_chars, lowercase,
+// strip_accents = lowercase). The tables encode exactly those settings; the converter records
+// them in the GGUF and the loader rejects other combinations.
+std::u32string bert_normalize(const std::u32string & in, const tokenizer_config &) {
     std::u32string a;
     a.reserve(in.size() + 8);
-    for (char32_t c : in) {
-        if (c == 0 || c == 0xFFFD || is_control(c)) continue;
-        if (is_whitespace(c)) { a.push_back(U' '); continue; }
-        if (cfg.chinese_chars && is_chinese(c)) { a.push_back(U' '); a.push_back(c); a.push_back(U' '); continue; }
-        a.push_back(c);
-    }
-    if (cfg.strip_accents) {
-        std::u32string d;
-        d.reserve(a.size());
-        for (char32_t c : a) nfd_char(c, d);
-        a.clear();
-        for (char32_t c : d) if (!(uclass(c) & C_MN)) a.push_back(c);
-    }
-    if (cfg.lowercase) {
-        std::u32string l;
-        l.reserve(a.size());
-        for (char32_t c : a) {
-            if (c < 0x80) { l.push_back((c >= U'A' && c <= U'Z') ? c + 32 : c); continue; }
-            if (const uc_map * m = find_map(std::begin(k_lower), std::end(k_lower), c)) {
-                l.append(reinterpret_cast<const char32_t *>(k_pool + m->off), m->n);
-            } else {
-                l.push_back(c);
-            }
-        }
-        a.swap(l);
-    }
+    for (char32_t c : in) normalize_char(c, a);
     return a;
 }
 
@@ -165,7 +139,7 @@ void wordpiece_tokenizer::tokenize(const std::string & utf8, std::vector<int32_t
     const std::u32string norm = bert_normalize(utf8_decode(utf8), cfg_);
     std::u32string word;
     for (char32_t c : norm) {
-        if (is_whitespace(c)) {
+        if (uclass(c) & C_SPACE) {
             if (!word.empty()) { wordpiece(word, out); word.clear(); }
         } else if (is_punct(c)) {
             if (!word.empty()) { wordpiece(word, out); word.clear(); }
