@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from minilm_ctypes import VARIANTS, Lib, library_path, supported  # noqa: E402
+from minilm_ctypes import VARIANTS, Lib, library_path, supported  # noqa: E402  # pants: no-infer-dep
 
 HERE = Path(__file__).resolve().parent
 QUANTS = ("f32", "f16", "q8_0")

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from minilm_ctypes import supported
+from minilm_ctypes import supported  # pants: no-infer-dep
 
 
 @pytest.mark.skipif(not supported("avx2"), reason="the C++ test binary is built for avx2")

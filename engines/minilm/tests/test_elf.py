@@ -10,7 +10,7 @@ import pytest
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
-from minilm_ctypes import VARIANTS, library_path
+from minilm_ctypes import VARIANTS, library_path  # pants: no-infer-dep
 
 ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "ld-linux-x86-64.so.2"}
 

@@ -5,8 +5,8 @@ import shutil
 import struct
 
 import pytest
-from conftest import variant_params
-from minilm_ctypes import CODE, MinilmError
+from conftest import variant_params  # pants: no-infer-dep
+from minilm_ctypes import CODE, MinilmError  # pants: no-infer-dep
 
 
 def load_error(lib, path) -> int:

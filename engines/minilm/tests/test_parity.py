@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 import pytest
-from conftest import QUANTS, variant_params
-from corpus import parity_corpus
+from conftest import QUANTS, variant_params  # pants: no-infer-dep
+from corpus import parity_corpus  # pants: no-infer-dep
 
 # f32 is the parity gate; quantised files are lossy by construction.
 MIN_COSINE = {"f32": 0.99999, "f16": 0.9999, "q8_0": 0.998}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from corpus import tokenizer_corpus
+from corpus import tokenizer_corpus  # pants: no-infer-dep
 
 
 @pytest.fixture(scope="module")

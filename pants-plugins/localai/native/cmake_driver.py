@@ -144,7 +144,13 @@ def build_ggml(a):
 def build_engine(a):
     work = os.path.abspath(".native-work-engine")
     env, cmake, ninja, wrappers = toolchain(work)
-    src, ggml = os.path.abspath(a.src), os.path.abspath(a.ggml)
+    # Build from copies under the work directory: CMAKE_<LANG>_FLAGS is split on whitespace, so a
+    # source or ggml path with a space would break -ffile-prefix-map (and the compiler check).
+    src, ggml = os.path.join(work, "src"), os.path.join(work, "ggml")
+    shutil.copytree(os.path.abspath(a.src), src)
+    shutil.copytree(os.path.abspath(a.ggml), ggml)
+    if any(c.isspace() for c in work):
+        raise SystemExit(f"the build directory {work!r} contains whitespace: run from a directory without spaces")
     build = os.path.join(work, "build")
     maps = [(src, "."), (ggml, "ggml"), (build, "build"), (work, ".")]
     _run([cmake, "-S", src, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant),
