@@ -15,11 +15,10 @@ CONFIG = Path("3rdparty/buildgrid/cache.yml")
 
 
 def python313() -> str:
-    candidates = [shutil.which("python3.13")] + sorted(
-        glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")), reverse=True
-    )
-    for c in candidates:
-        if c and os.access(c, os.X_OK):
+    candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")), reverse=True)
+    for c in [*candidates, shutil.which("python3.13")]:
+        # A pyenv shim is on PATH even when it cannot run 3.13: try each one.
+        if c and subprocess.run([c, "-c", "pass"], capture_output=True).returncode == 0:
             return c
     raise RuntimeError("BuildGrid 0.9.1 needs CPython 3.13: `pyenv install 3.13` or put python3.13 on PATH")
 

@@ -19,6 +19,7 @@ def make_temp_repo(dest: Path, extra: tuple[str, ...] = ()) -> Path:
     The setup's own BUILD files are left out: they name this repository's resolves, which the
     tests replace.
     """
+    dest.mkdir(parents=True, exist_ok=True)
     for name in BUILD_SETUP:
         src = Path(name)
         if src.is_dir():
@@ -88,4 +89,8 @@ def declare_backend(repo: Path, name: str, accelerators: dict[str, str], base: s
 def resolve_options(name: str, accelerators) -> list[str]:
     resolves = {f"{name}-{a}": f"lockfiles/{name}-{a}.lock" for a in accelerators}
     pip = {f"{name}-{a}": f"3rdparty/accelerators/{a}.txt" for a in accelerators}
-    return [f"--python-resolves={resolves!r}", f"--python-resolves-to-constraints-file={pip!r}"]
+    return [
+        f"--python-resolves={resolves!r}",
+        f"--python-resolves-to-constraints-file={pip!r}",
+        "--python-resolves-to-interpreter-constraints={}",
+    ]
