@@ -4,7 +4,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
+import pytest  # pants: no-infer-dep (provided by the pytest runner)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from minilm_ctypes import VARIANTS, Lib, library_path, supported  # noqa: E402  # pants: no-infer-dep
