@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,8 @@ def isolated_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env.update(PIP_CONFIG_FILE=os.devnull, XDG_CONFIG_DIRS="/nonexistent-localai-build",
                PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    if os.environ.get("PANTS_CA_CERTS_PATH"):  # the system CA bundle ./pants found
+        env["PIP_CERT"] = os.environ["PANTS_CA_CERTS_PATH"]
     env.update(extra)
     return env
 
@@ -88,7 +91,8 @@ def fetch(entry: dict[str, str], dest: Path, py: str) -> None:
             return
     try:
         log(f"downloading {entry['url']}")
-        with urllib.request.urlopen(entry["url"], timeout=30) as r, dest.open("wb") as f:
+        ctx = ssl.create_default_context(cafile=os.environ.get("PANTS_CA_CERTS_PATH"))
+        with urllib.request.urlopen(entry["url"], timeout=30, context=ctx) as r, dest.open("wb") as f:
             shutil.copyfileobj(r, f, 1 << 20)
         return
     except OSError as e:
@@ -136,7 +140,9 @@ def build_pex_tool(venv: Path, root: Path, cache: Path) -> None:
     log(f"building the pex tool {entry['requirement']} from PyPI (Pants would fetch it from GitHub)")
     part = dest.with_name(dest.name + ".part")
     run([str(venv / "bin/python"), "-m", "pex", entry["requirement"], "-c", "pex", "-o", str(part),
-         "--python-shebang=/usr/bin/env python3", "--pip-version", "20.3.4-patched"], env=isolated_env())
+         "--python-shebang=/usr/bin/env python3", "--pip-version", "20.3.4-patched",
+         *(["--cert", os.environ["PANTS_CA_CERTS_PATH"]] if os.environ.get("PANTS_CA_CERTS_PATH") else [])],
+        env=isolated_env())
     actual = sha256_of(part)
     if actual != entry["sha256"]:
         part.unlink()

@@ -8,11 +8,10 @@ in [localai-audit].package_accelerators (CUDA artifacts are several GB: audited 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+from pants.backend.python.util_rules.pex import PythonExecutable
 from pants.core.goals.lint import LintResult, LintTargetsRequest
 from pants.core.goals.package import BuiltPackage
 from pants.core.util_rules.partitions import PartitionerType
@@ -21,10 +20,10 @@ from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.option_types import BoolOption, StrListOption
 from pants.option.subsystem import Subsystem
-from pants.backend.python.util_rules.pex import PythonExecutable
 from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
+from localai.lockfile import lockfile_json
 from localai.package import BackendVariantFieldSet
 from localai.variant import Variant, VariantRequest
 
@@ -54,8 +53,7 @@ class AuditRequest(LintTargetsRequest):
 
 def locked_projects(lockfile_content: bytes) -> tuple[str, ...]:
     """Project names in a Pants/pex lockfile (its header lines start with //)."""
-    body = "\n".join(l for l in lockfile_content.decode().splitlines() if not l.startswith("//"))
-    data: dict[str, Any] = json.loads(body)
+    data = lockfile_json(lockfile_content)
     return tuple(
         sorted({req["project_name"] for resolve in data["locked_resolves"] for req in resolve["locked_requirements"]})
     )

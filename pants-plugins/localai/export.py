@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, OutputPathField, PackageFieldSet
 from pants.engine.addresses import Addresses, UnparsedAddressInputs
@@ -30,6 +29,7 @@ from pants.util.logging import LogLevel
 from pants.util.strutil import help_text
 
 from localai.accelerators import Accelerator
+from localai.lockfile import lockfile_json
 from localai.package import VariantLockfile, VariantLockfileRequest
 from localai.target_types import AcceleratorField, NotLockableHereField
 from localai.variant import Variant, VariantRequest
@@ -65,9 +65,8 @@ class LockedRequirement:
 
 def parse_lockfile(content: bytes, path: str) -> tuple[LockedRequirement, ...]:
     """The locked requirements of a Pants/pex lockfile: JSON after its `//` header lines."""
-    body = "\n".join(l for l in content.decode().splitlines() if not l.startswith("//"))
     try:
-        data: dict[str, Any] = json.loads(body)
+        data = lockfile_json(content)
         reqs = [
             LockedRequirement(
                 req["project_name"],

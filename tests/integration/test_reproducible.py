@@ -1,0 +1,73 @@
+"""Reproducibility and hermeticity: two clean builds, in different directories, by different
+HOMEs and umasks, one of them with a poisoned pip configuration, give byte-identical artifacts;
+then a warm rebuild with no reachable package index still succeeds."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.integration.temp_repo import make_temp_repo, run_pants
+from tests.integration.test_remote_cache import SOURCES, TARGET
+
+OUT = "dist/backends/silero-vad/cpu"
+
+
+def poisoned_pip(tmp_path: Path) -> dict[str, str]:
+    """pip configuration that breaks any build that reads it (MACHINE-FACTS: it used to leak)."""
+    conf = tmp_path / "poison"
+    (conf / "pip").mkdir(parents=True)
+    (conf / "constraints.txt").write_text("torch<=1.0\nnumpy<=1.0\n")
+    text = f"[global]\nindex-url = http://127.0.0.1:9/simple\nconstraint = {conf}/constraints.txt\n"
+    (conf / "pip/pip.conf").write_text(text)
+    (conf / "pip.conf").write_text(text)
+    return {
+        "XDG_CONFIG_DIRS": str(conf),
+        "PIP_CONFIG_FILE": str(conf / "pip.conf"),
+        "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+        "PIP_CONSTRAINT": str(conf / "constraints.txt"),
+    }
+
+
+def build(repo: Path, cache: Path, env: dict[str, str], umask: int, *extra: str):
+    old = os.umask(umask)
+    try:
+        return run_pants(
+            repo,
+            f"--local-store-dir={cache}/store",
+            f"--named-caches-dir={cache}/named",
+            *extra,
+            "package",
+            TARGET,
+            env=env,
+            timeout=1800,
+        )
+    finally:
+        os.umask(old)
+
+
+def test_two_clean_builds_are_identical_and_ignore_host_pip_config(tmp_path: Path) -> None:
+    a = make_temp_repo(tmp_path / "a", SOURCES)
+    b = make_temp_repo(tmp_path / "some/other/place/b", SOURCES)
+    home_b = tmp_path / "home-b"
+    # The second user has its own HOME (so its own bootstrap, fed from the first's wheelhouse
+    # as a mirror), umask 077 and a poisoned pip configuration.
+    env_b = {
+        "HOME": str(home_b),
+        # The same interpreters, found through the user's pyenv rather than HOME.
+        "PYENV_ROOT": os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")),
+        "LOCALAI_WHEELHOUSE_DIRS": str(Path.home() / ".cache/localai-build/wheelhouse/cpu"),
+        **poisoned_pip(tmp_path),
+    }
+    ra = build(a, tmp_path / "cache-a", {}, 0o022)
+    assert ra.returncode == 0, ra.stdout[-4000:]
+    rb = build(b, tmp_path / "cache-b", env_b, 0o077)
+    assert rb.returncode == 0, rb.stdout[-4000:]
+    assert any(home_b.glob(".cache/localai-build/pants-venv-*/.ready"))  # B really bootstrapped
+    for name in ("backend.pex", "run.sh", "metadata.json"):
+        assert (a / OUT / name).read_bytes() == (b / OUT / name).read_bytes(), name
+
+    # Warm caches, no reachable index: packaging still succeeds, with the same bytes.
+    (b / OUT / "backend.pex").unlink()
+    rc = build(b, tmp_path / "cache-b", env_b, 0o077, "--python-repos-indexes=['http://127.0.0.1:9/simple/']")
+    assert rc.returncode == 0, rc.stdout[-4000:]
+    assert (b / OUT / "backend.pex").read_bytes() == (a / OUT / "backend.pex").read_bytes()
