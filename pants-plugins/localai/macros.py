@@ -3,9 +3,11 @@
 # that `backends/<name>:<accelerator>` is the address a user types.
 
 
-def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, version="0.1.0", **kwargs):
+def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, version="0.1.0", engines=(), **kwargs):
     """Declares a backend with one variant per accelerator.
 
+    engines:            native engine targets (e.g. "engines/minilm:avx2") built into every
+                        variant's PEX under localai_backend/engines/...
     accelerators:       names from 3rdparty/accelerators.toml
     size_budget_mb:     {accelerator: MB} budget overrides for the artifact audit
     not_lockable_here:  {accelerator: reason} for variants whose lockfile must be made elsewhere
@@ -31,7 +33,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
         localai_backend_variant(
             name=accel,
             accelerator=accel,
-            dependencies=[":src"],
+            dependencies=[":src", *engines],
             size_budget_mb=size_budget_mb.get(accel),
             not_lockable_here=not_lockable_here.get(accel),
             version=version,

@@ -32,7 +32,18 @@ from pants.engine.fs import (
     RemovePrefix,
 )
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import TransitiveTargets, TransitiveTargetsRequest
+from pants.engine.addresses import Address
+from pants.engine.target import (
+    Dependencies,
+    DependenciesRequest,
+    FieldSetsPerTarget,
+    FieldSetsPerTargetRequest,
+    Targets,
+    TransitiveTargets,
+    TransitiveTargetsRequest,
+    WrappedTarget,
+    WrappedTargetRequest,
+)
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
@@ -119,10 +130,37 @@ class BackendSources:
     digest: Digest
 
 
+@dataclass(frozen=True)
+class EngineArtifactsRequest:
+    address: Address
+
+
+@dataclass(frozen=True)
+class EngineArtifacts:
+    """Packages of the variant's direct dependencies that `pants package` builds (native engines),
+    under localai_backend/ in the PEX: a backend serving engines/minilm finds
+    localai_backend/engines/minilm/<cpu variant>/libminilm.so as package data."""
+
+    digest: Digest
+
+
+@rule(desc="Build a backend's native engines", level=LogLevel.DEBUG)
+async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtifacts:
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
+    direct = await Get(Targets, DependenciesRequest(wrapped.target[Dependencies]))
+    field_sets = await Get(FieldSetsPerTarget, FieldSetsPerTargetRequest(PackageFieldSet, direct))
+    built = await MultiGet(Get(BuiltPackage, PackageFieldSet, fs) for fs in field_sets.field_sets)
+    merged = await Get(Digest, MergeDigests(b.digest for b in built))
+    return EngineArtifacts(await Get(Digest, AddPrefix(merged, BACKEND_PACKAGE)))
+
+
 @rule(desc="Assemble a backend's sources", level=LogLevel.DEBUG)
 async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSources:
     variant = request.variant
-    transitive = await Get(TransitiveTargets, TransitiveTargetsRequest([variant.address]))
+    transitive, engines = await MultiGet(
+        Get(TransitiveTargets, TransitiveTargetsRequest([variant.address])),
+        Get(EngineArtifacts, EngineArtifactsRequest(variant.address)),
+    )
     py_targets = [t for t in transitive.closure if t.has_field(LocalAISourcesField)]
     proto_targets = [t for t in transitive.closure if t.has_field(ProtoSourcesField)]
     py, protos = await MultiGet(
@@ -142,8 +180,9 @@ async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSou
     )
     own_digest = await Get(Digest, RemovePrefix(own_digest, variant.directory))
     own_digest = await Get(Digest, AddPrefix(own_digest, BACKEND_PACKAGE))
-    digest = await Get(Digest, MergeDigests([own_digest, shared_digest, compiled.digest]))
+    digest = await Get(Digest, MergeDigests([own_digest, shared_digest, compiled.digest, engines.digest]))
     return BackendSources(digest)
+
 
 
 def metadata_json(variant: Variant, version: str, lockfile: VariantLockfile, pex_entry: FileEntry) -> bytes:

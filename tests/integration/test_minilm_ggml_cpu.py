@@ -1,0 +1,89 @@
+"""backends/minilm-ggml:cpu: the native engine (engines/minilm) served over gRPC from its PEX,
+cross-checked against sentence-transformers and the Python embedding backend (rerankers:cpu)
+in the same run."""
+from __future__ import annotations
+
+import grpc
+import numpy as np
+import pytest
+
+from backends.proto import backend_pb2
+from engines.minilm.convert import convert, default_model_dir
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.tiny_models import minilm_dir
+
+TEXTS = ["A man is eating food.", "Ünïcödé ünd 日本語のテキスト 🙂", "x" * 3000, "short"]
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gguf") / "minilm-f32.gguf"
+    convert(default_model_dir(), out, "f32")
+    return out
+
+
+@pytest.fixture(scope="module")
+def native(gguf):
+    with BackendProcess("minilm-ggml") as proc:
+        res = proc.stub.LoadModel(backend_pb2.ModelOptions(Model=str(gguf)), timeout=60)
+        assert res.success, res.message
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def python_backend():
+    with BackendProcess("rerankers") as proc:
+        res = proc.stub.LoadModel(
+            backend_pb2.ModelOptions(Model=str(minilm_dir()), Type="SentenceTransformer"), timeout=300
+        )
+        assert res.success, res.message
+        yield proc
+
+
+def embed(proc: BackendProcess, text: str) -> np.ndarray:
+    return np.array(proc.stub.Embedding(backend_pb2.PredictOptions(Embeddings=text), timeout=60).embeddings)
+
+
+def cos(a, b) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_pex_carries_the_engine_and_no_torch() -> None:
+    import zipfile
+
+    pex = dist_path("minilm-ggml", "cpu", "backend.pex")
+    names = zipfile.ZipFile(pex).namelist()
+    for level in ("fallback", "avx2", "avx512"):
+        assert any(n.endswith(f"localai_backend/engines/minilm/{level}/libminilm.so") for n in names), level
+    assert not [d for d in pex_distributions(pex) if d.startswith(("torch", "nvidia"))]
+
+
+def test_native_matches_sentence_transformers_and_the_python_backend(native, python_backend) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(str(minilm_dir()), device="cpu")
+    for text in TEXTS:
+        ours = embed(native, text)
+        assert ours.shape == (384,)
+        assert cos(ours, reference.encode([text])[0]) >= 0.99999, text
+        assert cos(ours, embed(python_backend, text)) >= 0.99999, text
+
+
+def test_bad_input_gets_grpc_errors_and_the_server_keeps_serving(native, tmp_path) -> None:
+    with pytest.raises(grpc.RpcError) as e:
+        native.stub.Embedding(backend_pb2.PredictOptions(Embeddings=""), timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+    not_gguf = tmp_path / "broken.gguf"
+    not_gguf.write_bytes(b"GGUF" + b"\0" * 10)
+    for model, code in ((tmp_path / "missing.gguf", grpc.StatusCode.NOT_FOUND), (not_gguf, grpc.StatusCode.INVALID_ARGUMENT)):
+        fresh = BackendProcess("minilm-ggml")
+        try:
+            fresh.wait_healthy()
+            with pytest.raises(grpc.RpcError) as e:
+                fresh.stub.LoadModel(backend_pb2.ModelOptions(Model=str(model)), timeout=60)
+            assert e.value.code() == code, e.value.details()
+            assert fresh.stub.Health(backend_pb2.HealthMessage(), timeout=5).message == b"OK"
+        finally:
+            fresh.stop()
+    assert native.stub.Health(backend_pb2.HealthMessage(), timeout=5).message == b"OK"
