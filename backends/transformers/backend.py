@@ -6,29 +6,11 @@ import time
 
 from backends.common.device import select_device_and_dtype
 from backends.common.errors import InvalidArgument, require
+from backends.common.llm import DEFAULT_MAX_TOKENS as DEFAULT_MAX_NEW_TOKENS
+from backends.common.llm import prompt_text as build_prompt
+from backends.common.llm import truncate_at_stop, validate_predict
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
-
-DEFAULT_MAX_NEW_TOKENS = 512
-
-
-def build_prompt(request, tokenizer=None) -> str:
-    """The prompt text: Messages through the chat template when asked for, else Prompt."""
-    if request.UseTokenizerTemplate and len(request.Messages) > 0:
-        if tokenizer is not None and getattr(tokenizer, "chat_template", None):
-            messages = [{"role": m.role, "content": m.content} for m in request.Messages]
-            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return "\n".join(f"{m.role}: {m.content}" for m in request.Messages) + "\nassistant:"
-    return request.Prompt
-
-
-def validate_predict(request) -> None:
-    has_messages = request.UseTokenizerTemplate and len(request.Messages) > 0
-    require(has_messages or bool(request.Prompt), "Prompt is empty (and no Messages with UseTokenizerTemplate)")
-    require(request.Tokens >= 0, f"Tokens must be >= 0, got {request.Tokens}")
-    require(request.Temperature >= 0, f"Temperature must be >= 0, got {request.Temperature}")
-    require(0 <= request.TopP <= 1, f"TopP must be in [0, 1], got {request.TopP}")
-    require(request.TopK >= 0, f"TopK must be >= 0, got {request.TopK}")
 
 
 def generation_kwargs(request) -> dict:
@@ -46,16 +28,6 @@ def generation_kwargs(request) -> dict:
     if request.Penalty > 0:
         kwargs["repetition_penalty"] = request.Penalty
     return kwargs
-
-
-def truncate_at_stop(text: str, stops) -> str:
-    cut = len(text)
-    for stop in stops:
-        if stop:
-            idx = text.find(stop)
-            if idx != -1:
-                cut = min(cut, idx)
-    return text[:cut]
 
 
 class TransformersServicer(BaseServicer):
