@@ -17,6 +17,11 @@ def tiny_gpt2(out: Path) -> Path:
     tok.train_from_iterator(["hello world the quick brown fox jumps over the lazy dog"] * 50, trainer)
     PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>").save_pretrained(out)
     cfg = GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=128, n_embd=32, n_layer=2, n_head=2, eos_token_id=0, bos_token_id=0)
+    # Seeded: with seed 0 greedy decoding of "hello world" gives " world" x 6, which streams in
+    # 6 pieces; unseeded, about 1 run in 3 drew weights that emit partial UTF-8 bytes and no
+    # space, which TextIteratorStreamer holds back until the end (one piece: the
+    # test_transformers_cpu PredictStream assertion failed at random).
+    _seeded(0)
     GPT2LMHeadModel(cfg).save_pretrained(out)
     return out
 
