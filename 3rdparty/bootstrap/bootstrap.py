@@ -157,6 +157,8 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, required=True)
     ap.add_argument("--venv", type=Path, required=True)
     args = ap.parse_args()
+    # Zip entries carry file modes: the pex tool's sha256 must not depend on the user's umask.
+    os.umask(0o022)
     args.cache.mkdir(parents=True, exist_ok=True)
     py = sys.executable
     install_pants(py, args.root, args.venv)

@@ -35,8 +35,9 @@ from .paths import resolve_model_path
 
 MAX_MESSAGE_BYTES = 50 * 1024 * 1024
 # Threads beyond --workers that keep Health/Status/LoadModel/Free answering while every
-# worker is busy running the model.
-CONTROL_THREADS = 4
+# worker is busy running the model. Model RPCs queued for a worker hold a pool thread too, so
+# this also bounds how many queued requests Health can wait behind (4 was starved by 8 clients).
+CONTROL_THREADS = 32
 CONTROL_RPCS = frozenset({"Health", "Status", "Free", "LoadModel"})
 RPC_NAMES = frozenset(
     name
