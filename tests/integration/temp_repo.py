@@ -30,7 +30,9 @@ def make_temp_repo(dest: Path, extra: tuple[str, ...] = ()) -> Path:
         src = Path(name)
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "tests"), dirs_exist_ok=True)
+            # A backend's unit tests are not part of its build; an engine's tests dir is (its C++ tests).
+            skip = ("__pycache__",) if name.startswith("engines/") else ("__pycache__", "tests")
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(*skip), dirs_exist_ok=True)
         else:
             shutil.copy2(src, dest / name)
     (dest / "BUILD").write_text("")

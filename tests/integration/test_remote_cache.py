@@ -18,6 +18,8 @@ from tests.integration.buildgrid import BuildGridServer
 from tests.integration.temp_repo import make_temp_repo, run_pants
 
 TARGET = "backends/silero-vad:cpu"
+ENGINE = "engines/minilm:avx2"
+ENGINE_SOURCES = ("engines/minilm", "3rdparty/native/BUILD", "lockfiles/native-toolchain.lock")
 SOURCES = (
     "backends/BUILD",
     "backends/common",
@@ -33,14 +35,14 @@ def stats(output: str) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"^\s+(\w+): (\d+)$", output, re.MULTILINE)}
 
 
-def build(repo: Path, cache_root: Path, address: str) -> tuple[str, float]:
+def build(repo: Path, cache_root: Path, address: str, *targets: str) -> tuple[str, float]:
     start = time.monotonic()
     result = run_pants(
         repo,
         f"--local-store-dir={cache_root}/store",
         f"--named-caches-dir={cache_root}/named",
         "package",
-        TARGET,
+        *(targets or (TARGET,)),
         env={"PANTS_CONFIG_FILES": "pants.ci.toml", "PANTS_REMOTE_STORE_ADDRESS": address},
     )
     elapsed = time.monotonic() - start
@@ -56,22 +58,22 @@ def server(tmp_path_factory):
 
 
 def test_fresh_clone_is_served_by_the_remote_cache(server, tmp_path) -> None:
-    clone1 = make_temp_repo(tmp_path / "clone-1", SOURCES)
-    clone2 = make_temp_repo(tmp_path / "somewhere/else/clone-2", SOURCES)
+    clone1 = make_temp_repo(tmp_path / "clone-1", SOURCES + ENGINE_SOURCES)
+    clone2 = make_temp_repo(tmp_path / "somewhere/else/clone-2", SOURCES + ENGINE_SOURCES)
 
-    out1, cold = build(clone1, tmp_path / "cache-1", server.address)
+    out1, cold = build(clone1, tmp_path / "cache-1", server.address, TARGET, ENGINE)
     s1 = stats(out1)
     assert s1["remote_cache_write_successes"] > 0 and s1["remote_cache_write_errors"] == 0, s1
 
-    out2, cached = build(clone2, tmp_path / "cache-2", server.address)
+    out2, cached = build(clone2, tmp_path / "cache-2", server.address, TARGET, ENGINE)
     s2 = stats(out2)
     assert s2["local_cache_requests_cached"] == 0  # the local cache really was empty
     assert s2["remote_cache_requests"] > 0
     assert s2["remote_cache_requests_cached"] == s2["remote_cache_requests"], s2
-    for name in ARTIFACTS:
-        a = (clone1 / "dist/backends/silero-vad/cpu" / name).read_bytes()
-        b = (clone2 / "dist/backends/silero-vad/cpu" / name).read_bytes()
-        assert a == b, name
+    outputs = [f"dist/backends/silero-vad/cpu/{n}" for n in ARTIFACTS]
+    outputs += [f"dist/engines/minilm/avx2/{n}" for n in ("libminilm.so", "minilm.h", "metadata.json")]
+    for name in outputs:
+        assert (clone1 / name).read_bytes() == (clone2 / name).read_bytes(), name
     print(f"\nREMOTE-CACHE cold={cold:.1f}s cached={cached:.1f}s ratio={cached / cold:.2f} "
           f"remote_hits={s2['remote_cache_requests_cached']}/{s2['remote_cache_requests']} "
           f"local_executions={s2['local_execution_requests']}")
