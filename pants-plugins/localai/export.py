@@ -16,7 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, OutputPathField, PackageFieldSet
+from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.engine.addresses import Addresses, UnparsedAddressInputs
 from pants.engine.console import Console
 from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests, PathGlobs, Paths, Workspace
@@ -260,7 +260,7 @@ class ExportVariantField(StringField):
 
 class LocalAIExportTarget(Target):
     alias = "localai_requirements_export"
-    core_fields = (*COMMON_TARGET_FIELDS, ExportVariantField, OutputPathField)
+    core_fields = (*COMMON_TARGET_FIELDS, ExportVariantField)
     help = help_text(
         f"""
         The pip/uv/conda export of one backend variant: `pants package` writes

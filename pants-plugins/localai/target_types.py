@@ -9,7 +9,6 @@ macros.py) expands to these targets:
 from __future__ import annotations
 
 from pants.backend.python.target_types import PythonRequirementTarget
-from pants.core.goals.package import OutputPathField
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     Dependencies,
@@ -108,7 +107,6 @@ class LocalAIBackendVariantTarget(Target):
         SizeBudgetField,
         VersionField,
         NotLockableHereField,
-        OutputPathField,
     )
     help = help_text(
         """
