@@ -15,7 +15,8 @@ CONFIG = Path("3rdparty/buildgrid/cache.yml")
 
 
 def python313() -> str:
-    candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")), reverse=True)
+    pyenv = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    candidates = sorted(glob.glob(f"{pyenv}/versions/3.13*/bin/python3.13"), reverse=True)
     for c in [*candidates, shutil.which("python3.13")]:
         # A pyenv shim is on PATH even when it cannot run 3.13: try each one.
         if c and subprocess.run([c, "-c", "pass"], capture_output=True).returncode == 0:
