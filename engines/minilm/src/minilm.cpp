@@ -28,6 +28,9 @@
 
 namespace {
 
+// Graph capacity: ~13 nodes per text and layer for attention (32 texts x 6 layers) plus the rest.
+constexpr int kGraphNodes = 8192;
+
 struct minilm_error : std::runtime_error {
     minilm_status status;
     minilm_error(minilm_status s, const std::string & what) : std::runtime_error(what), status(s) {}
@@ -205,22 +208,36 @@ void load(minilm_context & m, const char * path) {
     // weights are finite? a corrupted payload must not produce NaN silently: checked on output instead.
     m.galloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(m.backend));
     if (!m.galloc) throw minilm_error(MINILM_ERR_OUT_OF_MEMORY, "cannot create allocator");
-    m.graph_meta.resize(ggml_tensor_overhead() * 4096 + ggml_graph_overhead_custom(4096, false));
+    m.graph_meta.resize(ggml_tensor_overhead() * kGraphNodes + ggml_graph_overhead_custom(kGraphNodes, false));
 }
 
-// One sequence: ids -> [n_embd] pooled (mean over tokens) embedding.
-void embed_one(minilm_context & m, const std::vector<int32_t> & ids, float * out) {
-    const int n = (int)ids.size();
+// Texts packed into one graph: token-wise layers (projections, norms, FFN) run as one matmul over
+// every token of every text, which lets ggml's tiled sgemm work on wide matrices; attention runs
+// per text on views, so no padding or mask is needed and each row is computed exactly as it would
+// be alone (batched results equal single-text results bit for bit).
+constexpr int kMaxTextsPerGraph = 32;
+constexpr int kMaxTokensPerGraph = 2048;
+
+void embed_packed(minilm_context & m, const std::vector<std::vector<int32_t>> & seqs, size_t first, size_t count, float * out) {
     const int d = m.n_embd, H = m.n_head, hd = d / H;
+    std::vector<int32_t> ids, pv;
+    std::vector<int> off;
+    for (size_t s = first; s < first + count; ++s) {
+        off.push_back((int)ids.size());
+        for (size_t i = 0; i < seqs[s].size(); ++i) { ids.push_back(seqs[s][i]); pv.push_back((int32_t)i); }
+    }
+    off.push_back((int)ids.size());
+    const int N = (int)ids.size();
+
     ggml_init_params ip = {m.graph_meta.size(), m.graph_meta.data(), /*no_alloc*/ true};
     ggml_context * ctx = ggml_init(ip);
     if (!ctx) throw minilm_error(MINILM_ERR_OUT_OF_MEMORY, "ggml_init");
     std::unique_ptr<ggml_context, void (*)(ggml_context *)> ctx_guard(ctx, ggml_free);
-    ggml_cgraph * gf = ggml_new_graph_custom(ctx, 4096, false);
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, kGraphNodes, false);
 
-    ggml_tensor * inp = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
+    ggml_tensor * inp = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, N);
     ggml_set_input(inp);
-    ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
+    ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, N);
     ggml_set_input(pos);
 
     ggml_tensor * x = ggml_get_rows(ctx, m.tok_embd, inp);
@@ -229,19 +246,26 @@ void embed_one(minilm_context & m, const std::vector<int32_t> & ids, float * out
     x = ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, m.eps), m.ln_w), m.ln_b);
 
     const float scale = 1.0f / std::sqrt((float)hd);
+    const size_t row = sizeof(float) * d;
     for (const layer & L : m.layers) {
         ggml_tensor * q = ggml_add(ctx, ggml_mul_mat(ctx, L.q_w, x), L.q_b);
         ggml_tensor * k = ggml_add(ctx, ggml_mul_mat(ctx, L.k_w, x), L.k_b);
         ggml_tensor * v = ggml_add(ctx, ggml_mul_mat(ctx, L.v_w, x), L.v_b);
-        q = ggml_permute(ctx, ggml_reshape_3d(ctx, q, hd, H, n), 0, 2, 1, 3);                   // [hd, n, H]
-        k = ggml_permute(ctx, ggml_reshape_3d(ctx, k, hd, H, n), 0, 2, 1, 3);                   // [hd, n, H]
-        v = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, v, hd, H, n), 1, 2, 0, 3));   // [n, hd, H]
-        ggml_tensor * kq = ggml_mul_mat(ctx, k, q);                                            // [n_k, n_q, H]
-        kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);
-        ggml_tensor * kqv = ggml_mul_mat(ctx, v, kq);                                          // [hd, n_q, H]
-        kqv = ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3));                              // [hd, H, n]
-        kqv = ggml_reshape_2d(ctx, kqv, d, n);
-        ggml_tensor * att = ggml_add(ctx, ggml_mul_mat(ctx, L.o_w, kqv), L.o_b);
+        // Each text's attention output is copied into its rows of kqv_all (a leaf: allocated for
+        // the whole graph, so the copies cannot be overwritten before the output projection).
+        ggml_tensor * kqv_all = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, d, N);
+        for (size_t s = 0; s < count; ++s) {
+            const int n = off[s + 1] - off[s];
+            const size_t o = row * off[s];
+            auto heads = [&](ggml_tensor * t) { return ggml_view_3d(ctx, t, hd, H, n, sizeof(float) * hd, row, o); };  // [hd, H, n]
+            ggml_tensor * qs = ggml_permute(ctx, heads(q), 0, 2, 1, 3);                 // [hd, n, H]
+            ggml_tensor * ks = ggml_permute(ctx, heads(k), 0, 2, 1, 3);                 // [hd, n, H]
+            ggml_tensor * vs = ggml_cont(ctx, ggml_permute(ctx, heads(v), 1, 2, 0, 3)); // [n, hd, H]
+            ggml_tensor * kq = ggml_soft_max_ext(ctx, ggml_mul_mat(ctx, ks, qs), nullptr, scale, 0.0f);  // [n_k, n_q, H]
+            ggml_tensor * kqv = ggml_permute(ctx, ggml_mul_mat(ctx, vs, kq), 0, 2, 1, 3);  // [hd, H, n]
+            ggml_build_forward_expand(gf, ggml_cpy(ctx, kqv, heads(kqv_all)));
+        }
+        ggml_tensor * att = ggml_add(ctx, ggml_mul_mat(ctx, L.o_w, kqv_all), L.o_b);
         x = ggml_add(ctx, x, att);
         x = ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, m.eps), L.ln1_w), L.ln1_b);
         ggml_tensor * h = ggml_gelu_erf(ctx, ggml_add(ctx, ggml_mul_mat(ctx, L.up_w, x), L.up_b));
@@ -253,23 +277,37 @@ void embed_one(minilm_context & m, const std::vector<int32_t> & ids, float * out
     ggml_build_forward_expand(gf, x);
 
     if (!ggml_gallocr_alloc_graph(m.galloc, gf)) throw minilm_error(MINILM_ERR_OUT_OF_MEMORY, "cannot allocate graph");
-    std::vector<int32_t> pv(n);
-    for (int i = 0; i < n; ++i) pv[i] = i;
-    ggml_backend_tensor_set(inp, ids.data(), 0, sizeof(int32_t) * n);
-    ggml_backend_tensor_set(pos, pv.data(), 0, sizeof(int32_t) * n);
+    ggml_backend_tensor_set(inp, ids.data(), 0, sizeof(int32_t) * N);
+    ggml_backend_tensor_set(pos, pv.data(), 0, sizeof(int32_t) * N);
     if (ggml_backend_graph_compute(m.backend, gf) != GGML_STATUS_SUCCESS) throw minilm_error(MINILM_ERR_COMPUTE, "graph compute failed");
 
-    std::vector<float> hs((size_t)d * n);
+    std::vector<float> hs((size_t)d * N);
     ggml_backend_tensor_get(x, hs.data(), 0, hs.size() * sizeof(float));
-    std::vector<double> acc(d, 0.0);
-    for (int t = 0; t < n; ++t)
-        for (int j = 0; j < d; ++j) acc[j] += hs[(size_t)t * d + j];
-    double norm = 0.0;
-    for (int j = 0; j < d; ++j) { acc[j] /= n; norm += acc[j] * acc[j]; }
-    norm = std::sqrt(norm);
-    if (!std::isfinite(norm)) throw minilm_error(MINILM_ERR_COMPUTE, "non-finite embedding (corrupted weights?)");
-    const double inv = (m.normalize && norm > 0) ? 1.0 / std::max(norm, 1e-12) : 1.0;
-    for (int j = 0; j < d; ++j) out[j] = (float)(acc[j] * inv);
+    for (size_t s = 0; s < count; ++s) {
+        const int n = off[s + 1] - off[s];
+        std::vector<double> acc(d, 0.0);
+        for (int t = off[s]; t < off[s + 1]; ++t)
+            for (int j = 0; j < d; ++j) acc[j] += hs[(size_t)t * d + j];
+        double norm = 0.0;
+        for (int j = 0; j < d; ++j) { acc[j] /= n; norm += acc[j] * acc[j]; }
+        norm = std::sqrt(norm);
+        if (!std::isfinite(norm)) throw minilm_error(MINILM_ERR_COMPUTE, "non-finite embedding (corrupted weights?)");
+        const double inv = (m.normalize && norm > 0) ? 1.0 / std::max(norm, 1e-12) : 1.0;
+        float * o = out + (first + s) * (size_t)d;
+        for (int j = 0; j < d; ++j) o[j] = (float)(acc[j] * inv);
+    }
+}
+
+// Texts -> [n_texts, n_embd], in graphs of at most kMaxTextsPerGraph texts / kMaxTokensPerGraph tokens.
+void embed_all(minilm_context & m, const std::vector<std::vector<int32_t>> & seqs, float * out) {
+    for (size_t first = 0; first < seqs.size();) {
+        size_t count = 0, tokens = 0;
+        while (first + count < seqs.size() && count < kMaxTextsPerGraph &&
+               (count == 0 || tokens + seqs[first + count].size() <= kMaxTokensPerGraph))
+            tokens += seqs[first + count++].size();
+        embed_packed(m, seqs, first, count, out);
+        first += count;
+    }
 }
 
 template <class F>
@@ -328,10 +366,9 @@ minilm_status minilm_embed(struct minilm_context * ctx, const char ** texts, int
         if (n_texts == 0) return MINILM_ERR_EMPTY_BATCH;
         if (!texts || !out || out_len < (size_t)n_texts * (size_t)ctx->n_embd) return MINILM_ERR_INVALID_ARGUMENT;
         for (int32_t i = 0; i < n_texts; ++i) if (!texts[i]) return MINILM_ERR_INVALID_ARGUMENT;
-        for (int32_t i = 0; i < n_texts; ++i) {
-            const std::vector<int32_t> ids = ctx->tok.encode(texts[i], ctx->max_tokens);
-            embed_one(*ctx, ids, out + (size_t)i * ctx->n_embd);
-        }
+        std::vector<std::vector<int32_t>> seqs;
+        for (int32_t i = 0; i < n_texts; ++i) seqs.push_back(ctx->tok.encode(texts[i], ctx->max_tokens));
+        embed_all(*ctx, seqs, out);
         return MINILM_OK;
     });
 }

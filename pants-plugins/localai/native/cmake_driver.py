@@ -36,6 +36,11 @@ VARIANTS = {
     "avx2": {**dict.fromkeys(ISA, "ON"), "GGML_AVX512": "OFF"},
     "avx512": dict.fromkeys(ISA, "ON"),
 }
+# Same for every variant. GGML_LLAMAFILE: llamafile's tiled sgemm for f32/f16/q8_0 matmuls, as
+# llama.cpp builds ggml (off by default for a ggml subproject); measured in engines/minilm/README.md.
+GGML_COMMON = {"GGML_NATIVE": "OFF", "GGML_OPENMP": "OFF", "GGML_BACKEND_DL": "OFF", "GGML_CCACHE": "OFF",
+               "GGML_BUILD_TESTS": "OFF", "GGML_BUILD_EXAMPLES": "OFF", "GGML_CPU_ALL_VARIANTS": "OFF",
+               "GGML_LLAMAFILE": "ON"}
 
 
 def _run(argv, env, cwd=None):
@@ -125,8 +130,7 @@ def build_ggml(a):
                 f'add_subdirectory("{src}" ggml)\n')
     maps = [(src, "ggml"), (build, "build"), (wrap, "."), (work, ".")]
     _run([cmake, "-S", wrap, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant),
-          "-DGGML_NATIVE=OFF", "-DGGML_OPENMP=OFF", "-DGGML_BACKEND_DL=OFF", "-DGGML_CCACHE=OFF",
-          "-DGGML_BUILD_TESTS=OFF", "-DGGML_BUILD_EXAMPLES=OFF", "-DGGML_CPU_ALL_VARIANTS=OFF"], env)
+          *(f"-D{k}={v}" for k, v in GGML_COMMON.items())], env)
     _run([cmake, "--build", build, "-j", str(a.jobs)], env)
     out = os.path.abspath(a.out)
     os.makedirs(os.path.join(out, "lib"), exist_ok=True)
@@ -137,7 +141,7 @@ def build_ggml(a):
     shutil.copytree(os.path.join(src, "include"), os.path.join(out, "include"))
     with open(os.path.join(out, "ggml-build.json"), "w") as f:
         json.dump({"ggml_version": ggml_version(src), "cpu_variant": a.variant,
-                   "cmake_options": VARIANTS[a.variant], "zig_target": ZIG_TARGET}, f, indent=2, sort_keys=True)
+                   "cmake_options": {**GGML_COMMON, **VARIANTS[a.variant]}, "zig_target": ZIG_TARGET}, f, indent=2, sort_keys=True)
     shutil.rmtree(work)
 
 
