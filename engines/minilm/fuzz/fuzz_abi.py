@@ -12,8 +12,9 @@ library's counters). A plain library also works, as uninstrumented mutation fuzz
 A crash in the library kills the process and libFuzzer reports it; a broken invariant raises.
 tokenizer: arbitrary bytes -> minilm_tokenize (ids CLS..SEP, in vocabulary range, length <= 512;
   a too-small buffer must be an error with the needed size).
-gguf: the real model's first 64 kB with 1-16 byte edits, truncated, plus a random tail, written
-  to a file -> minilm_init_from_file must return NULL with BAD_FORMAT or WRONG_ARCH.
+gguf: the real model's header (key/values, vocabulary, tensor infos; no tensor data) with 1-16
+  byte edits, truncated, plus a random tail, written to a file -> minilm_init_from_file must
+  return NULL with BAD_FORMAT or WRONG_ARCH.
 """
 from __future__ import annotations
 
@@ -54,8 +55,12 @@ def tokenizer_target(lib: Lib, model_path: str):
 
 
 def gguf_target(lib: Lib, model_path: str):
+    import gguf
+
+    # Everything before the tensor data: key/values, vocabulary, tensor infos.
     with open(model_path, "rb") as f:
-        seed = f.read(65536)
+        seed = f.read(gguf.GGUFReader(model_path).data_offset)
+    regions = [(0, 4096), (len(seed) - 16384, len(seed)), (0, len(seed))]  # header, tensor infos, anywhere
     fd, path = tempfile.mkstemp(suffix=".gguf")
     os.close(fd)
     expected = {CODE["MINILM_ERR_BAD_FORMAT"], CODE["MINILM_ERR_WRONG_ARCH"]}
@@ -64,7 +69,8 @@ def gguf_target(lib: Lib, model_path: str):
         fdp = atheris.FuzzedDataProvider(data)
         buf = bytearray(seed)
         for _ in range(fdp.ConsumeIntInRange(1, 16)):
-            buf[fdp.ConsumeIntInRange(0, len(buf) - 1)] = fdp.ConsumeIntInRange(0, 255)
+            lo, hi = regions[fdp.ConsumeIntInRange(0, len(regions) - 1)]
+            buf[fdp.ConsumeIntInRange(lo, hi - 1)] = fdp.ConsumeIntInRange(0, 255)
         cut = fdp.ConsumeIntInRange(0, len(buf))
         with open(path, "wb") as f:
             f.write(bytes(buf[:cut]) + fdp.ConsumeBytes(256))
@@ -73,7 +79,7 @@ def gguf_target(lib: Lib, model_path: str):
         except MinilmError as e:
             assert e.code in expected, e
         else:
-            raise AssertionError("a truncated GGUF loaded")
+            raise AssertionError("a GGUF without tensor data loaded")
 
     return one
 

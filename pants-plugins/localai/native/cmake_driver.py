@@ -80,8 +80,19 @@ def toolchain(workdir: str):
     return env, os.path.join(cmake_bin, "cmake"), os.path.join(ninja_bin, "ninja"), wrappers
 
 
-def cmake_common(wrappers, ninja, prefix_maps, variant):
+# libFuzzer's coverage hooks, left undefined in the library (zig's -fsanitize=fuzzer-no-link would
+# link zig's own stubs for them, shadowing the fuzzer's): see engines/minilm/fuzz/fuzz_abi.py.
+SANITIZER_COVERAGE = "-fsanitize-coverage=inline-8bit-counters,pc-table,trace-cmp"
+
+
+def cmake_common(wrappers, ninja, prefix_maps, variant, sanitizer_coverage=False):
     flags = " ".join(f"-ffile-prefix-map={src}={dst}" for src, dst in prefix_maps)
+    extra = []
+    if sanitizer_coverage:
+        flags += " " + SANITIZER_COVERAGE
+        # The hooks resolve only at run time, so CMake's compiler checks must not link an
+        # executable (and an instrumented build should build no executables: see --artifact).
+        extra = ["-DCMAKE_TRY_COMPILE_TARGET_TYPE=STATIC_LIBRARY"]
     args = [
         "-G", "Ninja",
         f"-DCMAKE_MAKE_PROGRAM={ninja}",
@@ -97,7 +108,7 @@ def cmake_common(wrappers, ninja, prefix_maps, variant):
         "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
     ]
     args += [f"-D{k}={v}" for k, v in VARIANTS[variant].items()]
-    return args
+    return args + extra
 
 
 def extract_ggml(sdist: str, dest: str) -> str:
@@ -129,7 +140,7 @@ def build_ggml(a):
         f.write("cmake_minimum_required(VERSION 3.14...3.28)\nproject(ggml_wrap C CXX ASM)\n"
                 f'add_subdirectory("{src}" ggml)\n')
     maps = [(src, "ggml"), (build, "build"), (wrap, "."), (work, ".")]
-    _run([cmake, "-S", wrap, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant),
+    _run([cmake, "-S", wrap, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant, a.sanitizer_coverage),
           *(f"-D{k}={v}" for k, v in GGML_COMMON.items())], env)
     _run([cmake, "--build", build, "-j", str(a.jobs)], env)
     out = os.path.abspath(a.out)
@@ -141,7 +152,8 @@ def build_ggml(a):
     shutil.copytree(os.path.join(src, "include"), os.path.join(out, "include"))
     with open(os.path.join(out, "ggml-build.json"), "w") as f:
         json.dump({"ggml_version": ggml_version(src), "cpu_variant": a.variant,
-                   "cmake_options": {**GGML_COMMON, **VARIANTS[a.variant]}, "zig_target": ZIG_TARGET}, f, indent=2, sort_keys=True)
+                   "cmake_options": {**GGML_COMMON, **VARIANTS[a.variant]}, "zig_target": ZIG_TARGET,
+                   "sanitizer_coverage": a.sanitizer_coverage}, f, indent=2, sort_keys=True)
     shutil.rmtree(work)
 
 
@@ -157,9 +169,10 @@ def build_engine(a):
         raise SystemExit(f"the build directory {work!r} contains whitespace: run from a directory without spaces")
     build = os.path.join(work, "build")
     maps = [(src, "."), (ggml, "ggml"), (build, "build"), (work, ".")]
-    _run([cmake, "-S", src, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant),
+    _run([cmake, "-S", src, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant, a.sanitizer_coverage),
           f"-DGGML_PREFIX={ggml}", f"-DENGINE_CPU_VARIANT={a.variant}"], env)
-    _run([cmake, "--build", build, "-j", str(a.jobs)], env)
+    # Build only what is copied out (ninja takes output files as targets).
+    _run([cmake, "--build", build, "-j", str(a.jobs), "--target", *a.artifact], env)
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)
     for name in a.artifact:
@@ -175,11 +188,12 @@ def main():
     e = sub.add_parser("engine")
     e.add_argument("--src", required=True)
     e.add_argument("--ggml", required=True)
-    e.add_argument("--artifact", action="append", default=[], help="path in the build dir to copy out")
+    e.add_argument("--artifact", action="append", required=True, help="path in the build dir to build and copy out")
     for s in (g, e):
         s.add_argument("--variant", required=True, choices=sorted(VARIANTS))
         s.add_argument("--out", required=True)
         s.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+        s.add_argument("--sanitizer-coverage", action="store_true", help="instrument for libFuzzer (fuzzing builds)")
     a = p.parse_args()
     (build_ggml if a.cmd == "ggml" else build_engine)(a)
 

@@ -46,6 +46,7 @@ from localai.native.target_types import (
     IncludeTestBinaryField,
     LibraryField,
     NativeEngineSourcesField,
+    SanitizerCoverageField,
     TestBinaryField,
 )
 
@@ -110,6 +111,7 @@ async def native_toolchain(python_setup: PythonSetup) -> NativeToolchain:
 class GgmlBuildRequest:
     archive: Address  # a `file` target holding the pinned archive
     cpu_variant: str
+    sanitizer_coverage: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,13 +138,14 @@ async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain) -> G
     if len(files) != 1:
         raise NativeBuildError(f"{request.archive}: expected one archive file, got {files}")
     input_digest = await Get(Digest, MergeDigests([archive.snapshot.digest, toolchain.driver]))
+    coverage = ("--sanitizer-coverage",) if request.sanitizer_coverage else ()
     result = await Get(
         ProcessResult,
         VenvPexProcess,
         toolchain.process(
-            argv=("ggml", "--sdist", files[0], "--variant", request.cpu_variant, "--out", GGML_OUT),
+            argv=("ggml", "--sdist", files[0], "--variant", request.cpu_variant, "--out", GGML_OUT, *coverage),
             input_digest=input_digest,
-            description=f"Compile ggml ({request.cpu_variant}) from {files[0]}",
+            description=f"Compile ggml ({request.cpu_variant}{', sanitizer coverage' if coverage else ''}) from {files[0]}",
             output_directories=(GGML_OUT,),
         ),
     )
@@ -158,6 +161,7 @@ class NativeEngineBuildRequest:
     cpu_variant: str
     archive: Address
     artifacts: tuple[str, ...]
+    sanitizer_coverage: bool = False
 
 
 @dataclass(frozen=True)
@@ -170,7 +174,7 @@ class NativeEngineBuild:
 @rule(desc="Build a native engine", level=LogLevel.DEBUG)
 async def build_native_engine(request: NativeEngineBuildRequest, toolchain: NativeToolchain) -> NativeEngineBuild:
     ggml, sources = await MultiGet(
-        Get(GgmlBuild, GgmlBuildRequest(request.archive, request.cpu_variant)),
+        Get(GgmlBuild, GgmlBuildRequest(request.archive, request.cpu_variant, request.sanitizer_coverage)),
         Get(SourceFiles, SourceFilesRequest([request.sources])),
     )
     src_dir = request.address.spec_path
@@ -180,6 +184,8 @@ async def build_native_engine(request: NativeEngineBuildRequest, toolchain: Nati
     argv = ["engine", "--src", src_dir, "--ggml", GGML_OUT, "--variant", request.cpu_variant, "--out", ENGINE_OUT]
     for a in request.artifacts:
         argv += ["--artifact", a]
+    if request.sanitizer_coverage:
+        argv.append("--sanitizer-coverage")
     result = await Get(
         ProcessResult,
         VenvPexProcess,
@@ -205,6 +211,7 @@ class NativeEngineFieldSet(PackageFieldSet):
     header: HeaderField
     test_binary: TestBinaryField
     include_test_binary: IncludeTestBinaryField
+    sanitizer_coverage: SanitizerCoverageField
     output_path: OutputPathField
 
 
@@ -220,6 +227,7 @@ def metadata_json(*, name: str, cpu_variant: str, library: str, lib_sha256: str,
                 "header": header,
                 "ggml_version": ggml.version,
                 "ggml_cmake_options": info.get("cmake_options", {}),
+                "sanitizer_coverage": info.get("sanitizer_coverage", False),
                 "target": info.get("zig_target"),
             },
             indent=2,
@@ -250,7 +258,8 @@ async def package_native_engine(field_set: NativeEngineFieldSet) -> BuiltPackage
     artifacts = list(built) if field_set.include_test_binary.value else [library]
     build = await Get(
         NativeEngineBuild,
-        NativeEngineBuildRequest(address, field_set.sources, field_set.cpu_variant.value, archive[0].address, built),
+        NativeEngineBuildRequest(address, field_set.sources, field_set.cpu_variant.value, archive[0].address, built,
+                                 field_set.sanitizer_coverage.value),
     )
     build_digest = await Get(Digest, DigestSubset(build.digest, PathGlobs(artifacts)))
     header_path = f"{address.spec_path}/{field_set.header.value}"

@@ -56,12 +56,13 @@ def test_unknown_cpu_variant_is_rejected(rule_runner):
 
 
 def test_metadata_json():
-    info = json.dumps({"ggml_version": "0.25.3", "cmake_options": {"GGML_AVX2": "ON"}, "zig_target": "x86_64-linux-gnu.2.28"})
+    info = json.dumps({"ggml_version": "0.25.3", "cmake_options": {"GGML_AVX2": "ON"}, "zig_target": "x86_64-linux-gnu.2.28",
+                       "sanitizer_coverage": True})
     meta = json.loads(metadata_json(name="minilm", cpu_variant="avx2", library="libminilm.so", lib_sha256="ab" * 32,
                                     header="minilm.h", ggml=GgmlBuild(digest=None, version="0.25.3", build_info=info)))
     assert meta == {"name": "minilm", "cpu_variant": "avx2", "library": "libminilm.so", "sha256": "ab" * 32,
                     "header": "minilm.h", "ggml_version": "0.25.3", "ggml_cmake_options": {"GGML_AVX2": "ON"},
-                    "target": "x86_64-linux-gnu.2.28"}
+                    "target": "x86_64-linux-gnu.2.28", "sanitizer_coverage": True}
 
 
 def _driver():
@@ -80,6 +81,16 @@ def test_driver_always_passes_every_isa_option():
     assert set(d.VARIANTS["fallback"].values()) == {"OFF"}
     assert d.VARIANTS["avx2"]["GGML_AVX2"] == "ON" and d.VARIANTS["avx2"]["GGML_AVX512"] == "OFF"
     assert set(d.VARIANTS["avx512"].values()) == {"ON"}
+
+
+def test_driver_sanitizer_coverage_only_when_asked():
+    d = _driver()
+    plain = d.cmake_common("/w", "/n/ninja", [("/src", ".")], "avx2")
+    fuzz = d.cmake_common("/w", "/n/ninja", [("/src", ".")], "avx2", sanitizer_coverage=True)
+    assert not any("-fsanitize" in a for a in plain)
+    flags = [a for a in fuzz if a.startswith(("-DCMAKE_C_FLAGS=", "-DCMAKE_CXX_FLAGS="))]
+    assert len(flags) == 2 and all(d.SANITIZER_COVERAGE in a for a in flags)
+    assert "-DCMAKE_TRY_COMPILE_TARGET_TYPE=STATIC_LIBRARY" in fuzz
 
 
 def test_driver_is_hermetic_by_construction(tmp_path, monkeypatch):

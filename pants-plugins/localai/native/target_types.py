@@ -80,6 +80,19 @@ class IncludeTestBinaryField(BoolField):
     help = "Also package `test_binary` (for test targets; the user-facing package leaves it out)."
 
 
+class SanitizerCoverageField(BoolField):
+    alias = "sanitizer_coverage"
+    default = False
+    help = help_text(
+        """
+        Build ggml and the engine with `-fsanitize-coverage=inline-8bit-counters,pc-table,trace-cmp`
+        for coverage-guided fuzzing. The library then calls libFuzzer's `__sanitizer_cov_*` hooks,
+        which the process must provide (the atheris harness preloads atheris' libFuzzer): not for
+        shipping.
+        """
+    )
+
+
 class NativeEngineTarget(Target):
     alias = "native_engine"
     core_fields = (
@@ -91,6 +104,7 @@ class NativeEngineTarget(Target):
         HeaderField,
         TestBinaryField,
         IncludeTestBinaryField,
+        SanitizerCoverageField,
         OutputPathField,
     )
     help = help_text(
