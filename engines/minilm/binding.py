@@ -62,46 +62,10 @@ class MinilmError(Exception):
         self.code = code
 
 
-class Library:
-    """A loaded libminilm.so with the ABI's signatures declared."""
-
-    def __init__(self, path: Path | str):
-        lib = ctypes.CDLL(str(path))
-        lib.minilm_default_params.restype = Params
-        lib.minilm_init_from_file.restype = ctypes.c_void_p
-        lib.minilm_init_from_file.argtypes = [ctypes.c_char_p, Params, ctypes.POINTER(ctypes.c_int)]
-        lib.minilm_free.argtypes = [ctypes.c_void_p]
-        lib.minilm_n_embd.argtypes = [ctypes.c_void_p]
-        lib.minilm_n_embd.restype = ctypes.c_int32
-        lib.minilm_embed.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int32,
-                                     ctypes.POINTER(ctypes.c_float), ctypes.c_size_t]
-        lib.minilm_tokenize.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int32),
-                                        ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
-        lib.minilm_strerror.restype = ctypes.c_char_p
-        lib.minilm_version.restype = ctypes.c_char_p
-        self.lib = lib
-
-    def strerror(self, code: int) -> str:
-        return self.lib.minilm_strerror(code).decode()
-
-    def check(self, status: int) -> None:
-        if status:
-            raise MinilmError(status, self.strerror(status))
-
-    def load(self, model: Path | str | None, n_threads: int = 0, max_tokens: int = 0) -> Model:
-        p = self.lib.minilm_default_params()
-        p.n_threads, p.max_tokens = n_threads, max_tokens
-        err = ctypes.c_int(-1)
-        ctx = self.lib.minilm_init_from_file(None if model is None else str(model).encode(), p, ctypes.byref(err))
-        if not ctx:
-            raise MinilmError(err.value, f"{model}: {self.strerror(err.value)}")
-        return Model(self, ctx)
-
-
 class Model:
     """A minilm_context: init/free pair, embedding and tokenization."""
 
-    def __init__(self, lib: Library, ctx: int):
+    def __init__(self, lib: "Library", ctx: int):
         self.library, self.ctx = lib, ctx
         self.n_embd = lib.lib.minilm_n_embd(ctx)
 
@@ -138,3 +102,41 @@ class Model:
         ids = (ctypes.c_int32 * n)()
         self.library.check(self.library.lib.minilm_tokenize(self.ctx, b, ids, n, ctypes.byref(ctypes.c_int32(0))))
         return list(ids)
+
+
+class Library:
+    """A loaded libminilm.so with the ABI's signatures declared."""
+
+    model_class = Model  # what load() returns: subclasses may return a richer Model
+
+    def __init__(self, path: Path | str):
+        lib = ctypes.CDLL(str(path))
+        lib.minilm_default_params.restype = Params
+        lib.minilm_init_from_file.restype = ctypes.c_void_p
+        lib.minilm_init_from_file.argtypes = [ctypes.c_char_p, Params, ctypes.POINTER(ctypes.c_int)]
+        lib.minilm_free.argtypes = [ctypes.c_void_p]
+        lib.minilm_n_embd.argtypes = [ctypes.c_void_p]
+        lib.minilm_n_embd.restype = ctypes.c_int32
+        lib.minilm_embed.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int32,
+                                     ctypes.POINTER(ctypes.c_float), ctypes.c_size_t]
+        lib.minilm_tokenize.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int32),
+                                        ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
+        lib.minilm_strerror.restype = ctypes.c_char_p
+        lib.minilm_version.restype = ctypes.c_char_p
+        self.lib = lib
+
+    def strerror(self, code: int) -> str:
+        return self.lib.minilm_strerror(code).decode()
+
+    def check(self, status: int) -> None:
+        if status:
+            raise MinilmError(status, self.strerror(status))
+
+    def load(self, model: Path | str | None, n_threads: int = 0, max_tokens: int = 0) -> Model:
+        p = self.lib.minilm_default_params()
+        p.n_threads, p.max_tokens = n_threads, max_tokens
+        err = ctypes.c_int(-1)
+        ctx = self.lib.minilm_init_from_file(None if model is None else str(model).encode(), p, ctypes.byref(err))
+        if not ctx:
+            raise MinilmError(err.value, f"{model}: {self.strerror(err.value)}")
+        return self.model_class(self, ctx)

