@@ -41,3 +41,19 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             not_lockable_here=not_lockable_here.get(accel),
             version=version,
         )
+
+
+def localai_engine(library, header, ggml_archive, test_binary=None, cpu_variants=("fallback", "avx2", "avx512"),
+                   cpptests_variant="avx2", fuzz_variant="fallback"):
+    """Declares a native engine with one variant per CPU level: `engines/<name>:<cpu_variant>`
+    (library, header, metadata.json), plus for its own tests `:<cpptests_variant>-cpptests` (the
+    same build, also packaging `test_binary`) and `:fuzz` (a sanitizer-coverage build of
+    `fuzz_variant` for the fuzzers, not shipped)."""
+    common = dict(library=library, header=header, ggml_archive=ggml_archive, test_binary=test_binary)
+    for v in cpu_variants:
+        native_engine(name=v, cpu_variant=v, **common)
+    if test_binary:
+        native_engine(name=f"{cpptests_variant}-cpptests", cpu_variant=cpptests_variant, include_test_binary=True,
+                      **common)
+    # No test executable: instrumented code links only against the fuzzer's runtime.
+    native_engine(name="fuzz", cpu_variant=fuzz_variant, sanitizer_coverage=True, **{**common, "test_binary": None})

@@ -193,17 +193,17 @@ void load(minilm_context & m, const char * path) {
     m.wbuf = ggml_backend_alloc_ctx_tensors(meta, m.backend);
     if (!m.wbuf) throw minilm_error(MINILM_ERR_OUT_OF_MEMORY, "cannot allocate weights");
 
+    // The CPU backend's buffer is host memory: read each tensor straight into it, so that peak
+    // memory is the weights once (a staging copy of the 47 MB f32 token embedding doubled it).
+    if (!ggml_backend_buffer_is_host(m.wbuf)) throw minilm_error(MINILM_ERR_INTERNAL, "weights buffer is not host memory");
     const size_t data_off = gguf_get_data_offset(g);
-    std::vector<uint8_t> buf;
     for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
         ggml_tensor * t = ggml_get_tensor(meta, gguf_get_tensor_name(g, i));
         if (!t) throw minilm_error(MINILM_ERR_BAD_FORMAT, "tensor table mismatch");
         const size_t off = data_off + gguf_get_tensor_offset(g, i), n = ggml_nbytes(t);
         if (off > (size_t)fsize || n > (size_t)fsize - off) throw minilm_error(MINILM_ERR_BAD_FORMAT, "truncated file");
-        buf.resize(n);
-        if (fseek(fg.f, (long)off, SEEK_SET) != 0 || fread(buf.data(), 1, n, fg.f) != n)
+        if (fseek(fg.f, (long)off, SEEK_SET) != 0 || fread(t->data, 1, n, fg.f) != n)
             throw minilm_error(MINILM_ERR_BAD_FORMAT, "truncated file");
-        ggml_backend_tensor_set(t, buf.data(), 0, n);
     }
     // weights are finite? a corrupted payload must not produce NaN silently: checked on output instead.
     m.galloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(m.backend));

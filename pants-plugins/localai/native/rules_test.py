@@ -16,7 +16,14 @@ from pants.testutil.rule_runner import RuleRunner
 
 from localai.native import register
 from localai.native.rules import GgmlBuild, NativeEngineFieldSet, metadata_json
-from localai.native.target_types import CPU_VARIANTS, CpuVariantField, IncludeTestBinaryField, NativeEngineTarget
+from localai.native.target_types import (
+    CPU_VARIANTS,
+    CpuVariantField,
+    IncludeTestBinaryField,
+    NativeEngineTarget,
+    SanitizerCoverageField,
+    TestBinaryField,
+)
 
 ENGINE_BUILD = """
 native_engine(
@@ -99,3 +106,23 @@ def test_driver_is_hermetic_by_construction(tmp_path, monkeypatch):
     assert "-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF" in args
     assert "-DCMAKE_C_COMPILER=/w/zig-cc" in args and "-DCMAKE_AR=/w/zig-ar" in args
     assert any(a.startswith("-DCMAKE_C_FLAGS=") and "-ffile-prefix-map=/src=." in a for a in args)
+
+
+def test_localai_engine_macro_declares_variants_cpptests_and_fuzz(rule_runner):
+    macros = (Path(__file__).parent.parent / "macros.py").read_text()
+    rule_runner.write_files({
+        "prelude.py": macros,
+        "engines/x/CMakeLists.txt": "",
+        "engines/x/BUILD": 'localai_engine(library="libx.so", header="x.h", ggml_archive="3rdparty/native:ggml", '
+                           'test_binary="x_tests")',
+    })
+    rule_runner.set_options(["--build-file-prelude-globs=prelude.py"])
+    get = lambda name: rule_runner.get_target(Address("engines/x", target_name=name))  # noqa: E731
+    for v in CPU_VARIANTS:
+        t = get(v)
+        assert (t[CpuVariantField].value, t[IncludeTestBinaryField].value, t[SanitizerCoverageField].value) == (v, False, False)
+    cpp = get("avx2-cpptests")
+    assert cpp[IncludeTestBinaryField].value and cpp[TestBinaryField].value == "x_tests"
+    fuzz = get("fuzz")
+    assert fuzz[SanitizerCoverageField].value and fuzz[TestBinaryField].value is None
+    assert fuzz[CpuVariantField].value == "fallback"
