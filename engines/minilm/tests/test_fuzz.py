@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+import pytest  # pants: no-infer-dep (provided by the pytest runner)
 
 SECONDS = 20
 HARNESS = Path(__file__).resolve().parent.parent / "fuzz" / "fuzz_abi.py"
