@@ -77,7 +77,7 @@ class SileroVADServicer(BaseServicer):
 
     def load(self, request, path):
         import numpy  # noqa: PLC0415
-        import onnxruntime  # noqa: PLC0415
+        import onnxruntime  # noqa: PLC0415  # pants: no-infer-dep (in the backend's own resolve)
 
         path = path or bundled_model_path()
         if not path.endswith(".onnx"):

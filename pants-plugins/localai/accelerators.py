@@ -5,7 +5,7 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Iterable
 
-import toml
+import toml  # pants: no-infer-dep (toml comes with pantsbuild.pants)
 
 from pants.engine.fs import DigestContents, PathGlobs
 from pants.engine.rules import Get, collect_rules, rule

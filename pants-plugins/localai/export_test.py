@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
+import yaml  # pants: no-infer-dep (PyYAML comes with pantsbuild.pants)
 
 from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError

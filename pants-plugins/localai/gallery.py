@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # pants: no-infer-dep (PyYAML comes with pantsbuild.pants)
 
 from pants.core.util_rules.distdir import DistDir
 from pants.engine.console import Console

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
+import yaml  # pants: no-infer-dep (PyYAML comes with pantsbuild.pants)
 
 from pants.engine.internals.scheduler import ExecutionError
 
