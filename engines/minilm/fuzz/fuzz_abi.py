@@ -80,6 +80,8 @@ def gguf_target(lib: Library, model_path: str):
             assert e.code in expected, e
         else:
             raise AssertionError("a GGUF without tensor data loaded")
+        finally:
+            os.unlink(path)  # libFuzzer ends the process with exit(): nothing else would remove it
 
     return one
 
