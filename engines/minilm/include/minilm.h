@@ -46,7 +46,8 @@ struct minilm_params {
 MINILM_API struct minilm_params minilm_default_params(void);
 
 /* Loads a GGUF written by engines/minilm/convert.py. Returns NULL on failure and, if err is not
- * NULL, stores the reason in *err. */
+ * NULL, stores the reason in *err. The weights are used in place from a read-only memory mapping
+ * of the file until minilm_free: the file must not be truncated or rewritten meanwhile. */
 MINILM_API struct minilm_context * minilm_init_from_file(const char * path,
                                                          struct minilm_params params,
                                                          minilm_status * err);

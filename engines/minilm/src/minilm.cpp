@@ -8,8 +8,11 @@
 #include "ggml-cpu.h"
 #include "gguf.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -55,6 +58,8 @@ struct minilm_context {
     minilm::wordpiece_tokenizer tok;
 
     ggml_context * wctx = nullptr;  // weights (no_alloc) -> wbuf
+    void * map = nullptr;           // read-only mapping of the GGUF; wbuf points into it
+    size_t map_size = 0;
     ggml_backend_buffer_t wbuf = nullptr;
     ggml_backend_t backend = nullptr;
     ggml_gallocr_t galloc = nullptr;
@@ -67,6 +72,7 @@ struct minilm_context {
         if (galloc) ggml_gallocr_free(galloc);
         if (backend) ggml_backend_free(backend);
         if (wbuf) ggml_backend_buffer_free(wbuf);
+        if (map) munmap(map, map_size);
         if (wctx) ggml_free(wctx);
     }
 };
@@ -190,20 +196,31 @@ void load(minilm_context & m, const char * path) {
     m.backend = ggml_backend_cpu_init();
     if (!m.backend) throw minilm_error(MINILM_ERR_OUT_OF_MEMORY, "cannot create CPU backend");
     ggml_backend_cpu_set_n_threads(m.backend, m.n_threads);
-    m.wbuf = ggml_backend_alloc_ctx_tensors(meta, m.backend);
-    if (!m.wbuf) throw minilm_error(MINILM_ERR_OUT_OF_MEMORY, "cannot allocate weights");
-
-    // The CPU backend's buffer is host memory: read each tensor straight into it, so that peak
-    // memory is the weights once (a staging copy of the 47 MB f32 token embedding doubled it).
-    if (!ggml_backend_buffer_is_host(m.wbuf)) throw minilm_error(MINILM_ERR_INTERNAL, "weights buffer is not host memory");
+    // The weights are used in place from a read-only mapping of the file: loading copies nothing,
+    // and processes serving the same GGUF share its pages (the file must not change while mapped).
     const size_t data_off = gguf_get_data_offset(g);
+    if (data_off > (size_t)fsize) throw minilm_error(MINILM_ERR_BAD_FORMAT, "truncated file");
+    m.map_size = (size_t)fsize;
+    m.map = mmap(nullptr, m.map_size, PROT_READ, MAP_PRIVATE, fileno(fg.f), 0);
+    if (m.map == MAP_FAILED) {
+        m.map = nullptr;
+        throw minilm_error(MINILM_ERR_OUT_OF_MEMORY, "cannot map the model file");
+    }
+    char * data = static_cast<char *>(m.map) + data_off;
+    // ggml's CPU buffer needs 32-byte aligned data (convert.py writes GGUF's default alignment, 32).
+    if (reinterpret_cast<uintptr_t>(data) % 32 != 0) throw minilm_error(MINILM_ERR_BAD_FORMAT, "tensor data not 32-byte aligned");
+    m.wbuf = ggml_backend_cpu_buffer_from_ptr(data, (size_t)fsize - data_off);
+    if (!m.wbuf) throw minilm_error(MINILM_ERR_OUT_OF_MEMORY, "cannot create weights buffer");
+    ggml_backend_buffer_set_usage(m.wbuf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
         ggml_tensor * t = ggml_get_tensor(meta, gguf_get_tensor_name(g, i));
         if (!t) throw minilm_error(MINILM_ERR_BAD_FORMAT, "tensor table mismatch");
-        const size_t off = data_off + gguf_get_tensor_offset(g, i), n = ggml_nbytes(t);
-        if (off > (size_t)fsize || n > (size_t)fsize - off) throw minilm_error(MINILM_ERR_BAD_FORMAT, "truncated file");
-        if (fseek(fg.f, (long)off, SEEK_SET) != 0 || fread(t->data, 1, n, fg.f) != n)
+        const size_t off = gguf_get_tensor_offset(g, i), n = ggml_nbytes(t);
+        if (off > (size_t)fsize - data_off || n > (size_t)fsize - data_off - off)
             throw minilm_error(MINILM_ERR_BAD_FORMAT, "truncated file");
+        if (off % 32 != 0) throw minilm_error(MINILM_ERR_BAD_FORMAT, "tensor data not 32-byte aligned");
+        if (ggml_backend_tensor_alloc(m.wbuf, t, data + off) != GGML_STATUS_SUCCESS)
+            throw minilm_error(MINILM_ERR_BAD_FORMAT, "cannot place tensor");
     }
     // weights are finite? a corrupted payload must not produce NaN silently: checked on output instead.
     m.galloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(m.backend));
