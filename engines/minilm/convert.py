@@ -55,7 +55,8 @@ def gguf_name(hf: str) -> str | None:
     return None  # position_ids, pooler.*: not used by the sentence-transformers graph
 
 
-def convert(model_dir: Path, out: Path, wtype: str) -> None:
+def convert(model_dir: Path, out: Path, wtype: str, alignment: int | None = None) -> None:
+    """alignment: GGUF data alignment (default 32, what the engine needs); tests write others."""
     import gguf
     from safetensors.numpy import load_file
 
@@ -75,6 +76,8 @@ def convert(model_dir: Path, out: Path, wtype: str) -> None:
     ids = {t: i for i, t in enumerate(vocab)}
 
     w = gguf.GGUFWriter(str(out), ARCH)
+    if alignment is not None:
+        w.add_custom_alignment(alignment)
     w.add_name("all-MiniLM-L6-v2")
     w.add_uint32("minilm.format_version", FORMAT_VERSION)
     w.add_context_length(cfg["max_position_embeddings"])

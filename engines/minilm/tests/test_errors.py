@@ -5,7 +5,7 @@ import shutil
 import struct
 
 import pytest
-from conftest import variant_params  # pants: no-infer-dep
+from conftest import _convert_module, variant_params  # pants: no-infer-dep
 from minilm_ctypes import CODE, MinilmError  # pants: no-infer-dep
 
 
@@ -50,6 +50,23 @@ def test_corrupted_header(lib, gguf_models, tmp_path):
     data[16:24] = struct.pack("<Q", 2**40)
     p.write_bytes(bytes(data))
     assert load_error(lib, p) == CODE["MINILM_ERR_BAD_FORMAT"]
+
+
+@pytest.fixture(scope="module")
+def unaligned_gguf(tmp_path_factory):
+    conv = _convert_module()
+    p = tmp_path_factory.mktemp("unaligned") / "unaligned.gguf"
+    conv.convert(conv.default_model_dir(), p, "q8_0", alignment=1)
+    return p
+
+
+def test_unaligned_tensor_data(lib, unaligned_gguf):
+    # A valid GGUF whose data is not 32-byte aligned cannot be used in place by ggml's CPU buffer
+    # (ggml would abort): an error code instead.
+    import gguf
+
+    assert gguf.GGUFReader(unaligned_gguf).data_offset % 32 != 0, "test file must be misaligned"
+    assert load_error(lib, unaligned_gguf) == CODE["MINILM_ERR_BAD_FORMAT"]
 
 
 def test_other_architecture(lib, gguf_models, tmp_path):
