@@ -1,5 +1,6 @@
 // all-MiniLM-L6-v2 (BERT encoder, mean pooling, L2 normalisation) on ggml, behind a flat C ABI.
 #include "minilm.h"
+#include "gelu.h"
 #include "tokenizer.h"
 
 #include "ggml.h"
@@ -228,6 +229,16 @@ void load(minilm_context & m, const char * path) {
     m.graph_meta.resize(ggml_tensor_overhead() * kGraphNodes + ggml_graph_overhead_custom(kGraphNodes, false));
 }
 
+// ggml custom op: rows of a (contiguous f32) split between the graph's threads.
+void gelu_erf_rows(ggml_tensor * dst, const ggml_tensor * a, int ith, int nth, void *) {
+    const int64_t rows = ggml_nrows(a), cols = a->ne[0], per = (rows + nth - 1) / nth;
+    for (int64_t r = ith * per; r < std::min(rows, (ith + 1) * per); ++r) {
+        const float * x = reinterpret_cast<const float *>(static_cast<const char *>(a->data) + r * a->nb[1]);
+        float * y = reinterpret_cast<float *>(static_cast<char *>(dst->data) + r * dst->nb[1]);
+        for (int64_t i = 0; i < cols; ++i) y[i] = minilm::gelu_erf(x[i]);
+    }
+}
+
 // Texts packed into one graph: token-wise layers (projections, norms, FFN) run as one matmul over
 // every token of every text, which lets ggml's tiled sgemm work on wide matrices; attention runs
 // per text on views, so no padding or mask is needed and each row is computed exactly as it would
@@ -285,7 +296,8 @@ void embed_packed(minilm_context & m, const std::vector<std::vector<int32_t>> & 
         ggml_tensor * att = ggml_add(ctx, ggml_mul_mat(ctx, L.o_w, kqv_all), L.o_b);
         x = ggml_add(ctx, x, att);
         x = ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, m.eps), L.ln1_w), L.ln1_b);
-        ggml_tensor * h = ggml_gelu_erf(ctx, ggml_add(ctx, ggml_mul_mat(ctx, L.up_w, x), L.up_b));
+        ggml_tensor * h = ggml_map_custom1(ctx, ggml_add(ctx, ggml_mul_mat(ctx, L.up_w, x), L.up_b), gelu_erf_rows,
+                                           GGML_N_TASKS_MAX, nullptr);
         h = ggml_add(ctx, ggml_mul_mat(ctx, L.down_w, h), L.down_b);
         x = ggml_add(ctx, x, h);
         x = ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, m.eps), L.ln2_w), L.ln2_b);

@@ -1,5 +1,6 @@
 // C++ unit tests for the tokenizer internals and the C ABI error paths.
 //   minilm_tests [model.gguf]   (ABI tests that need a model are skipped without one)
+#include "gelu.h"
 #include "minilm.h"
 #include "tokenizer.h"
 
@@ -42,6 +43,19 @@ static void test_wordpiece() {
     CHECK((t.encode("hello hello hello", 4) == std::vector<int32_t>{2, 7, 7, 3}));
     CHECK((t.encode(std::string(101, 'a'), 512) == std::vector<int32_t>{2, 1, 3}));
     CHECK((t.encode("\xE4\xB8\xAD\xE4\xB8\xAD", 512) == std::vector<int32_t>{2, 10, 10, 3}));
+}
+
+static void test_gelu_erf() {
+    // Against the libm definition BERT uses, x/2 * (1 + erf(x/sqrt 2)), in double precision.
+    double worst = 0;
+    for (int i = -200000; i <= 200000; ++i) {
+        const float x = i * 1e-4f;
+        const double ref = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+        worst = std::max(worst, std::fabs(minilm::gelu_erf(x) - ref) / std::max(1.0, std::fabs((double)x)));
+    }
+    CHECK(worst < 5e-7);
+    CHECK(minilm::gelu_erf(0.0f) == 0.0f);
+    CHECK(minilm::gelu_erf(-30.0f) == 0.0f && minilm::gelu_erf(30.0f) == 30.0f);  // saturates, no NaN/inf
 }
 
 static void test_abi_errors() {
@@ -90,6 +104,7 @@ int main(int argc, char ** argv) {
     test_utf8();
     test_normalizer();
     test_wordpiece();
+    test_gelu_erf();
     test_abi_errors();
     if (argc > 1) test_model(argv[1]);
     else fprintf(stderr, "note: no model given, model tests skipped\n");
