@@ -184,7 +184,6 @@ async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSou
     return BackendSources(digest)
 
 
-
 def metadata_json(variant: Variant, version: str, lockfile: VariantLockfile, pex_entry: FileEntry) -> bytes:
     return (
         json.dumps(
