@@ -15,6 +15,7 @@ the artifact's digest, so an unchanged artifact is not read again (local or remo
 """
 from __future__ import annotations
 
+import fnmatch
 import json
 import pkgutil
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
-from localai.accelerators import Accelerator
+from localai.accelerators import Accelerator, is_gpu_runtime
 from localai.lockfile import lockfile_json
 from localai.package import BackendVariantFieldSet
 from localai.variant import Variant, VariantRequest
@@ -158,16 +159,34 @@ async def scan_elves(request: ElfScanRequest) -> ElfScan:
 
 
 def gpu_link_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tuple[str, ...]:
-    """One line per ELF file that NEEDs a GPU runtime library the accelerator does not allow."""
+    """One line per ELF file that NEEDs a GPU runtime library the accelerator does not allow, or
+    (for an accelerator that allows some) one that neither the artifact ships (an ELF file of
+    that name, e.g. from an nvidia-*-cu12 wheel) nor the accelerator's ``system_libs`` (the
+    driver) provide: such a variant imports only where someone installed that library by hand."""
+    shipped = {f.file.rsplit("/", 1)[-1] for f in files}
     lines = []
     for f in files:
+        where = f"wheel {f.dist}" if f.dist else "the backend's own files"
         bad = accelerator.gpu_libs_in(f.needed)
         if bad:
-            where = f"wheel {f.dist}" if f.dist else "the backend's own files"
             lines.append(
                 f"{where}: {f.file} NEEDs {', '.join(bad)}, a GPU runtime the {accelerator.name} accelerator "
                 f"does not allow (it fails to load without it); take a {accelerator.name} build of "
                 f"{project_of_wheel(f.dist) if f.dist else 'it'} or drop it from the requirements"
+            )
+        missing = sorted(
+            lib
+            for lib in set(f.needed) - set(bad)
+            if is_gpu_runtime(lib)
+            and lib not in shipped
+            and not any(fnmatch.fnmatchcase(lib, pat) for pat in accelerator.system_libs)
+        )
+        if missing:
+            lines.append(
+                f"{where}: {f.file} NEEDs {', '.join(missing)}, which neither the lockfile's wheels nor the "
+                f"{accelerator.name} accelerator's system_libs ({', '.join(accelerator.system_libs) or 'none'}) "
+                f"provide; add the runtime wheels that ship it (e.g. nvidia-*-cu12 / nvidia-* for CUDA 13) to "
+                f"the variant's requirements, or declare it in system_libs of 3rdparty/accelerators.toml"
             )
     return tuple(lines)
 

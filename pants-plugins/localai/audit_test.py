@@ -158,11 +158,37 @@ def test_cpu_artifact_with_the_cuda_linked_torchaudio_fails_naming_wheel_file_an
     assert not any("markupsafe" in l for l in art.gpu_links)
 
 
-def test_the_same_artifact_is_allowed_for_cuda13_not_for_cuda12_or_rocm(tmp_path) -> None:
-    assert audit_built(tmp_path, "cuda13", [CUDA_WHEEL])[0].gpu_links == ()
+def provider_wheel(tmp_path: Path, libs: list[str]) -> Path:
+    """A wheel shipping ELF files named ``libs`` (bytes of markupsafe's real extension), standing
+    in for the nvidia-* runtime wheels (GBs) that would provide them."""
+    with zipfile.ZipFile(CLEAN_WHEEL) as whl:
+        elf = whl.read(next(n for n in whl.namelist() if n.endswith(".so")))
+    path = tmp_path / "nvidia_fake_runtime-13.0.0-py3-none-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(path, "w") as out:
+        for lib in libs:
+            out.writestr(f"nvidia/fake/lib/{lib}", elf)
+    return path
+
+
+def test_cuda12_and_rocm_refuse_the_cuda13_linked_wheel(tmp_path) -> None:
     for accel in ("cuda12", "rocm"):
         art, (lines, failed) = audit_built(tmp_path, accel, [CUDA_WHEEL])
-        assert failed and any("libcudart.so.13" in l for l in art.gpu_links), accel
+        assert failed and any("libcudart.so.13" in l and "does not allow" in l for l in art.gpu_links), accel
+
+
+def test_cuda13_artifact_needing_cuda_libs_nobody_provides_fails(tmp_path) -> None:
+    art, (lines, failed) = audit_built(tmp_path, "cuda13", [CUDA_WHEEL])
+    assert failed
+    line = next(l for l in art.gpu_links if "libtorchaudio.abi3.so" in l)
+    assert "NEEDs libc10_cuda.so, libcudart.so.13, libtorch_cuda.so, which neither the lockfile's wheels nor" in line
+    assert "system_libs (libcuda.so.1, libnvidia-ml.so.1)" in line
+
+
+def test_cuda13_artifact_whose_wheels_ship_the_cuda_libs_passes(tmp_path) -> None:
+    runtime = provider_wheel(tmp_path, ["libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so"])
+    art, (lines, failed) = audit_built(tmp_path, "cuda13", [CUDA_WHEEL, runtime])
+    assert not failed, lines
+    assert art.gpu_links == ()
 
 
 def test_clean_cpu_artifact_passes_and_counts_its_elf_files(tmp_path) -> None:
