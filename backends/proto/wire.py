@@ -38,14 +38,18 @@ LABEL_REPEATED = 3
 # ---- reading ----------------------------------------------------------------------------
 def compile_descriptor(proto_path: Path):
     """The FileDescriptorProto of one .proto file, compiled with grpcio-tools' protoc."""
+    import grpc_tools
     from google.protobuf import descriptor_pb2
     from grpc_tools import protoc
 
     proto_path = Path(proto_path).resolve()
+    if not proto_path.is_file():
+        raise ValueError(f"{proto_path}: no such file")
+    well_known = Path(grpc_tools.__file__).parent / "_proto"  # google/protobuf/*.proto
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "set.pb"
         code = protoc.main(
-            ["protoc", f"-I{proto_path.parent}", f"--descriptor_set_out={out}", proto_path.name]
+            ["protoc", f"-I{proto_path.parent}", f"-I{well_known}", f"--descriptor_set_out={out}", proto_path.name]
         )
         if code != 0:
             raise ValueError(f"{proto_path}: protoc failed (exit {code}); its errors are printed above")
