@@ -85,7 +85,7 @@ def check_result(result: backend_pb2.TranscriptResult, language: str) -> None:
     assert result.text == "".join(s.text for s in result.segments).strip()
     for i, seg in enumerate(result.segments):
         assert seg.id == i
-        assert 0 <= seg.start <= seg.end  # milliseconds
+        assert 0 <= seg.start <= seg.end <= int((SECONDS + 0.05) * 1e9)  # nanoseconds
         assert all(isinstance(t, int) for t in seg.tokens)
 
 
@@ -117,6 +117,19 @@ def test_options_are_accepted(loaded, speech_wav) -> None:
         timeout=300,
     )
     check_result(res, "en")
+
+
+def test_word_timestamps_arrive_in_localai_s_transcript_word(loaded, speech_wav) -> None:
+    res = loaded.stub.AudioTranscription(request(speech_wav, language="en", timestamp_granularities=["word"]), timeout=300)
+    worded = [seg for seg in res.segments if seg.text.strip()]
+    assert worded, "the tiny model transcribed nothing: no words to check"
+    for seg in worded:
+        assert seg.words, f"segment {seg.text!r} has no words"
+        # LocalAI's TranscriptWord: text, and start/end in nanoseconds inside the segment.
+        assert "".join(w.text for w in seg.words) == seg.text
+        for w in seg.words:
+            assert seg.start - 10**7 <= w.start <= w.end <= seg.end + 10**7, (w, seg.start, seg.end)
+    assert res.segments[-1].end <= int((SECONDS + 0.05) * 1e9)
 
 
 def test_stereo_44k_wav_is_resampled(loaded, tmp_path) -> None:
