@@ -1,6 +1,6 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
 from localai import accelerators, audit, package, proto, requirements, status, variant
-from localai import ci_matrix, export, gallery
+from localai import ci_matrix, export, gallery, proto_diff
 from localai import target_types as localai_target_types
 
 
@@ -20,4 +20,5 @@ def rules():
         *gallery.rules(),
         *ci_matrix.rules(),
         *export.rules(),
+        *proto_diff.rules(),
     )
