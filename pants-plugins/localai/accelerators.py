@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -65,8 +66,18 @@ def forbidden_by(name: str, version: str | None, patterns: Iterable[str]) -> boo
     return any(_glob_matches(name, version, p) for p in patterns if not p.startswith("!"))
 
 
+_AUDITWHEEL_HASH = re.compile(r"[.-][0-9a-f]{8}(?=\.so)")
+
+
+def canonical_soname(soname: str) -> str:
+    """The soname without the hash auditwheel grafts into vendored copies: torchvision's
+    image.so NEEDs ``libcudart.faf08d9a.so.13``, which is libcudart.so.13."""
+    return _AUDITWHEEL_HASH.sub("", soname)
+
+
 def is_gpu_runtime(soname: str) -> bool:
-    return any(fnmatch.fnmatchcase(soname, pat) for pats in GPU_RUNTIME_LIBS.values() for pat in pats)
+    name = canonical_soname(soname)
+    return any(fnmatch.fnmatchcase(name, pat) for pats in GPU_RUNTIME_LIBS.values() for pat in pats)
 
 
 @dataclass(frozen=True)
@@ -102,7 +113,8 @@ class Accelerator:
             sorted(
                 lib
                 for lib in set(needed)
-                if is_gpu_runtime(lib) and not any(fnmatch.fnmatchcase(lib, pat) for pat in self.allowed_gpu_libs)
+                if is_gpu_runtime(lib)
+                and not any(fnmatch.fnmatchcase(canonical_soname(lib), pat) for pat in self.allowed_gpu_libs)
             )
         )
 

@@ -120,3 +120,11 @@ def test_gpu_runtime_allow_lists() -> None:
     assert matrix["cuda12"].gpu_libs_in(needed) == ("libamdhip64.so.7", "libcudart.so.13")
     assert matrix["cuda13"].gpu_libs_in(needed) == ("libamdhip64.so.7", "libcublasLt.so.12")
     assert matrix["cpu"].gpu_libs_in(["libgomp.so.1", "libstdc++.so.6", "libcudnn_ops.so.9"]) == ("libcudnn_ops.so.9",)
+
+
+def test_auditwheel_mangled_sonames_are_recognised() -> None:
+    matrix = AcceleratorMatrix.parse(MATRIX).accelerators
+    # torchvision 0.28.0's image.so (PyPI) NEEDs the vendored, renamed CUDA runtime.
+    needed = ["libcudart.faf08d9a.so.13", "libcublas-1a2b3c4d.so.12", "libz-a147dcb0.so.1.2.3"]
+    assert matrix["cpu"].gpu_libs_in(needed) == ("libcublas-1a2b3c4d.so.12", "libcudart.faf08d9a.so.13")
+    assert matrix["cuda13"].gpu_libs_in(needed) == ("libcublas-1a2b3c4d.so.12",)

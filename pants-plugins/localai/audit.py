@@ -42,7 +42,7 @@ from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
-from localai.accelerators import Accelerator, is_gpu_runtime
+from localai.accelerators import Accelerator, canonical_soname, is_gpu_runtime
 from localai.lockfile import lockfile_json
 from localai.package import BackendVariantFieldSet
 from localai.variant import Variant, VariantRequest
@@ -163,7 +163,7 @@ def gpu_link_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tupl
     (for an accelerator that allows some) one that neither the artifact ships (an ELF file of
     that name, e.g. from an nvidia-*-cu12 wheel) nor the accelerator's ``system_libs`` (the
     driver) provide: such a variant imports only where someone installed that library by hand."""
-    shipped = {f.file.rsplit("/", 1)[-1] for f in files}
+    shipped = {canonical_soname(f.file.rsplit("/", 1)[-1]) for f in files}
     lines = []
     for f in files:
         where = f"wheel {f.dist}" if f.dist else "the backend's own files"
@@ -178,7 +178,7 @@ def gpu_link_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tupl
             lib
             for lib in set(f.needed) - set(bad)
             if is_gpu_runtime(lib)
-            and lib not in shipped
+            and canonical_soname(lib) not in shipped
             and not any(fnmatch.fnmatchcase(lib, pat) for pat in accelerator.system_libs)
         )
         if missing:
