@@ -1,6 +1,6 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
 from localai import accelerators, audit, package, proto, requirements, status, variant
-from localai import ci_matrix, export, gallery
+from localai import ci_matrix, export, gallery, image
 from localai import target_types as localai_target_types
 
 
@@ -15,6 +15,7 @@ def rules():
         *requirements.rules(),
         *proto.rules(),
         *package.rules(),
+        *image.rules(),
         *audit.rules(),
         *status.rules(),
         *gallery.rules(),
