@@ -1,6 +1,6 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
 from localai import accelerators, audit, package, proto, requirements, status, variant
-from localai import ci_matrix, export, gallery, image
+from localai import ci_matrix, export, gallery, image, oci_options, publish
 from localai import target_types as localai_target_types
 
 
@@ -16,6 +16,7 @@ def rules():
         *proto.rules(),
         *package.rules(),
         *image.rules(),
+        *publish.rules(),
         *audit.rules(),
         *status.rules(),
         *gallery.rules(),
