@@ -1,6 +1,6 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
 from localai import accelerators, audit, package, proto, requirements, status, variant
-from localai import ci_matrix, export, gallery, image, oci_options, publish
+from localai import bundle, ci_matrix, export, gallery, image, publish
 from localai import target_types as localai_target_types
 
 
@@ -20,6 +20,7 @@ def rules():
         *audit.rules(),
         *status.rules(),
         *gallery.rules(),
+        *bundle.rules(),
         *ci_matrix.rules(),
         *export.rules(),
     )
