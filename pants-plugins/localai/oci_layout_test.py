@@ -13,7 +13,7 @@ import pytest
 from localai.oci_layout import main, read_layout, write_layout
 
 
-def _folder(root: Path, *, small: str = "small", big: bytes = b"B" * 4096, mtime: int = 1_700_000_000, mode: int = 0o644) -> Path:
+def _folder(root: Path, *, small: str = "small " * 100, big: bytes = b"B" * 4096, mtime: int = 1_700_000_000, mode: int = 0o644) -> Path:
     root.mkdir(parents=True)
     (root / "run.sh").write_text("#!/bin/sh\nexec true\n")
     (root / "run.sh").chmod(0o700)
@@ -45,6 +45,7 @@ def test_layers_are_normalised_tars_with_the_folder_at_the_root(tmp_path: Path) 
     for layer in image["layers"]:
         data = (blobs / layer["digest"].split(":")[1]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == layer["digest"].split(":")[1] and len(data) == layer["size"]
+        assert layer_media_type(tmp_path, layer) == "application/vnd.oci.image.layer.v1.tar+gzip"  # compressible
         assert data[4:8] == b"\0\0\0\0"  # gzip header mtime 0
         raw = gzip.decompress(data)
         assert "sha256:" + hashlib.sha256(raw).hexdigest() == layer["diff_id"]
@@ -55,6 +56,22 @@ def test_layers_are_normalised_tars_with_the_folder_at_the_root(tmp_path: Path) 
     # The big file alone in the first layer, the rest together, executables 0755.
     assert len(image["layers"]) == 2
     assert entries == {"backend.pex": 0o755, "run.sh": 0o755, "build-record.json": 0o644}
+
+
+def layer_media_type(tmp_path: Path, layer: dict) -> str:
+    manifest, _ = read_layout(tmp_path / "out/layout")
+    return next(l["mediaType"] for l in manifest["layers"] if l["digest"] == layer["digest"])
+
+
+def test_incompressible_big_file_is_stored_as_plain_tar(tmp_path: Path) -> None:
+    big = b"".join(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(2048))  # 64 KiB of noise
+    image = _build(_folder(tmp_path / "f", big=big), tmp_path / "out")
+    assert layer_media_type(tmp_path, image["layers"][0]) == "application/vnd.oci.image.layer.v1.tar"
+    data = (tmp_path / "out/layout/blobs/sha256" / image["layers"][0]["digest"].split(":")[1]).read_bytes()
+    assert image["layers"][0]["diff_id"] == image["layers"][0]["digest"]  # uncompressed: the same
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        assert tar.extractfile("backend.pex").read() == big
+    assert layer_media_type(tmp_path, image["layers"][1]).endswith("+gzip")
 
 
 def test_an_identical_big_file_is_the_same_layer_in_two_images(tmp_path: Path) -> None:

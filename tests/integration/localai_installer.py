@@ -46,18 +46,18 @@ def _checked(data: bytes, digest: str, what: str) -> bytes:
     return data
 
 
-def pull_layers(reference: str) -> list[bytes]:
-    """Layers (compressed) of `<host>/<repo>@sha256:...`, each checked against its digest."""
+def pull_layers(reference: str) -> list[tuple[str, bytes]]:
+    """(media type, blob) of each layer of `<host>/<repo>@sha256:...`, checked against its digest."""
     if "@" not in reference:
         raise InstallError(f"{reference}: not pinned by digest")
     name, digest = reference.split("@", 1)
     host, repo = name.split("/", 1)
     base = f"http://{host}/v2/{repo}"
     manifest = json.loads(_checked(_get(f"{base}/manifests/{digest}", MANIFEST_ACCEPT), digest, reference))
-    return [_checked(_get(f"{base}/blobs/{l['digest']}"), l["digest"], reference) for l in manifest["layers"]]
+    return [(l["mediaType"], _checked(_get(f"{base}/blobs/{l['digest']}"), l["digest"], reference)) for l in manifest["layers"]]
 
 
-def ocifile_layers(path: Path) -> list[bytes]:
+def ocifile_layers(path: Path) -> list[tuple[str, bytes]]:
     """Layers of an ocifile:// tarball, through its docker-save manifest.json (what LocalAI reads)."""
     with tarfile.open(path) as tar:
         docker = json.load(tar.extractfile("manifest.json"))
@@ -67,7 +67,7 @@ def ocifile_layers(path: Path) -> list[bytes]:
         layers = [tar.extractfile(p).read() for p in docker[0]["Layers"]]
     for data, l in zip(layers, manifest["layers"]):
         _checked(data, l["digest"], str(path))
-    return layers
+    return [(l["mediaType"], data) for data, l in zip(layers, manifest["layers"])]
 
 
 def install(entry: dict, backends: Path) -> Path:
@@ -77,8 +77,9 @@ def install(entry: dict, backends: Path) -> Path:
     tmp = backends / f"{entry['name']}.install-tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for layer in layers:
-        with tarfile.open(fileobj=io.BytesIO(gzip.decompress(layer))) as tar:
+    for media_type, layer in layers:
+        raw = gzip.decompress(layer) if media_type.endswith("+gzip") else layer
+        with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
             for m in tar.getmembers():
                 if m.name.startswith("/") or ".." in Path(m.name).parts:
                     raise InstallError(f"{uri}: unsafe path {m.name} in a layer")
