@@ -37,7 +37,7 @@ from pants.engine.fs import (
     RemovePrefix,
 )
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.addresses import Address
+from pants.engine.addresses import Address, UnparsedAddressInputs
 from pants.engine.target import (
     Dependencies,
     DependenciesRequest,
@@ -58,7 +58,7 @@ from pants.version import VERSION as PANTS_VERSION
 from localai.image import BackendImage, BackendImageRequest
 from localai.proto import CompiledProto, CompileProtoRequest
 from localai.provenance import PROVENANCE_NAME, provenance_statement
-from localai.sbom import SBOM_NAME, cyclonedx_sbom, locked_requirements
+from localai.sbom import SBOM_NAME, cyclonedx_sbom, engine_components, locked_requirements
 from localai.requirements import LayeredRequirements, LayeredRequirementsRequest
 from localai.target_types import (
     AcceleratorField,
@@ -140,6 +140,7 @@ class BackendSources:
     """The Python files of the PEX: runtime, generated stubs, and the backend as localai_backend/."""
 
     digest: Digest
+    sbom_components: tuple[str, ...] = ()  # JSON components of native engines carried as package data
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,19 @@ class EngineArtifacts:
     localai_backend/engines/minilm/<cpu variant>/libminilm.so as package data."""
 
     digest: Digest
+    sbom_components: tuple[str, ...] = ()  # JSON of sbom.engine_components, for the backend's SBOM
+
+
+NATIVE_TOOLCHAIN_LOCK = "lockfiles/native-toolchain.lock"
+
+
+def _http_source(tgt) -> tuple[str, str] | None:
+    """(url, sha256) of a `file(source=http_source(...))` target."""
+    for field in tgt.field_values.values():
+        value = getattr(field, "value", None)
+        if getattr(value, "url", None) and getattr(value, "sha256", None):
+            return value.url, value.sha256
+    return None
 
 
 @rule(desc="Build a backend's native engines", level=LogLevel.DEBUG)
@@ -163,7 +177,30 @@ async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtif
     field_sets = await Get(FieldSetsPerTarget, FieldSetsPerTargetRequest(PackageFieldSet, direct))
     built = await MultiGet(Get(BuiltPackage, PackageFieldSet, fs) for fs in field_sets.field_sets)
     merged = await Get(Digest, MergeDigests(b.digest for b in built))
-    return EngineArtifacts(await Get(Digest, AddPrefix(merged, BACKEND_PACKAGE)))
+    components: tuple = ()
+    if built:
+        records = await Get(DigestContents, DigestSubset(merged, PathGlobs(["**/metadata.json"])))
+        archive_specs = [
+            (t.address, f.value) for t in direct for f in t.field_values.values() if f.alias == "ggml_archive" and f.value
+        ]
+        archives = await MultiGet(
+            Get(
+                Targets,
+                UnparsedAddressInputs([spec], owning_address=owner, description_of_origin=f"the ggml_archive of {owner}"),
+            )
+            for owner, spec in archive_specs
+        )
+        sources = {src for ts in archives for t in ts if (src := _http_source(t))}
+        toolchain = await Get(DigestContents, PathGlobs([NATIVE_TOOLCHAIN_LOCK]))
+        components = tuple(
+            json.dumps(c, sort_keys=True)  # hashable, as engine values must be
+            for c in engine_components(
+                {fc.path: json.loads(fc.content) for fc in records},
+                locked_requirements(toolchain[0].content) if toolchain else (),
+                tuple(sorted(sources)),
+            )
+        )
+    return EngineArtifacts(await Get(Digest, AddPrefix(merged, BACKEND_PACKAGE)), components)
 
 
 @rule(desc="Assemble a backend's sources", level=LogLevel.DEBUG)
@@ -193,7 +230,7 @@ async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSou
     own_digest = await Get(Digest, RemovePrefix(own_digest, variant.directory))
     own_digest = await Get(Digest, AddPrefix(own_digest, BACKEND_PACKAGE))
     digest = await Get(Digest, MergeDigests([own_digest, shared_digest, compiled.digest, engines.digest]))
-    return BackendSources(digest)
+    return BackendSources(digest, engines.sbom_components)
 
 
 def build_record_json(variant: Variant, version: str, lockfile: VariantLockfile, pex_entry: FileEntry) -> bytes:
@@ -277,6 +314,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
         lockfile=lockfile.path,
         lockfile_sha256=lockfile.sha256,
         requirements=locked_requirements(lockfile.content),
+        extra_components=tuple(json.loads(c) for c in sources.sbom_components),
     )
     run_sh = RUN_SH.encode()
     provenance = provenance_statement(

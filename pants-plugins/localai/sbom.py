@@ -72,6 +72,41 @@ def _component(req: LockedRequirement) -> dict:
     }
 
 
+def engine_components(records: dict[str, dict], toolchain: tuple[LockedRequirement, ...], sources: tuple[tuple[str, str], ...]) -> tuple[dict, ...]:
+    """Components of native engines carried in the artifact: each library (path -> its build
+    record), the C/C++ source archives they were compiled from ((url, sha256)), and the locked
+    toolchain (zig, cmake, ninja) that compiled them."""
+    out = []
+    for path, rec in sorted(records.items()):
+        out.append(
+            {
+                "type": "library",
+                "bom-ref": f"native:{path}",
+                "name": f"{rec.get('name')}/{rec.get('cpu_variant')}/{rec.get('library')}",
+                "version": str(rec.get("ggml_version", "")),
+                "hashes": [{"alg": "SHA-256", "content": rec["sha256"]}] if rec.get("sha256") else [],
+                "properties": [{"name": "localai:path", "value": path}, {"name": "localai:target", "value": str(rec.get("target"))}],
+            }
+        )
+    for url, sha in sorted(sources):
+        out.append(
+            {
+                "type": "library",
+                "bom-ref": f"source:{url}",
+                "name": url.rsplit("/", 1)[-1],
+                "description": "C/C++ source archive (ggml) the native engines were compiled from",
+                "externalReferences": [{"type": "distribution", "url": url, "hashes": [{"alg": "SHA-256", "content": sha}]}],
+            }
+        )
+    for req in toolchain:
+        c = _component(req)
+        c["bom-ref"] = "toolchain:" + c["bom-ref"]
+        c["scope"] = "excluded"  # built with, not shipped
+        c["description"] = "build toolchain of the native engines"
+        out.append(c)
+    return tuple(out)
+
+
 def cyclonedx_sbom(
     *,
     name: str,

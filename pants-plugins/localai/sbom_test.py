@@ -68,3 +68,23 @@ def test_provenance_statement_names_subjects_and_materials() -> None:
     assert build["externalParameters"]["command"] == "./pants package backends/rerankers:cpu"
     deps = {d["uri"]: d["digest"]["sha256"] for d in build["resolvedDependencies"]}
     assert deps["lockfiles/rerankers-cpu.lock"] == "11" * 32 and deps["pkg:pypi/pex@2.1.137"] == "33" * 32
+
+
+def test_native_engines_list_library_source_archive_and_toolchain() -> None:
+    from localai.sbom import engine_components
+
+    toolchain = locked_requirements(fake_lockfile({"ziglang": ("0.17.1", [("https://files.example/ziglang.whl", "99" * 32)])}).encode())
+    comps = engine_components(
+        {"localai_backend/engines/minilm/avx2/metadata.json": {"name": "minilm", "cpu_variant": "avx2", "library": "libminilm.so", "sha256": "aa" * 32, "ggml_version": "0.25.3", "target": "x86_64-linux-gnu.2.28"}},
+        toolchain,
+        (("https://files.example/llama_cpp_python-0.3.36.tar.gz", "83" * 32),),
+    )
+    by_ref = {c["bom-ref"].split(":")[0]: c for c in comps}
+    assert by_ref["native"]["hashes"] == [{"alg": "SHA-256", "content": "aa" * 32}] and by_ref["native"]["version"] == "0.25.3"
+    assert by_ref["source"]["externalReferences"][0]["hashes"][0]["content"] == "83" * 32
+    assert by_ref["toolchain"]["name"] == "ziglang" and by_ref["toolchain"]["scope"] == "excluded"
+    sbom = json.loads(
+        cyclonedx_sbom(name="minilm-ggml", version="0.1.0", artifact="backend.pex", artifact_sha256="ee" * 32,
+                       lockfile="l", lockfile_sha256="11" * 32, requirements=(), extra_components=comps)
+    )
+    assert len(sbom["components"]) == 3 and len({c["bom-ref"] for c in sbom["components"]}) == 3
