@@ -26,7 +26,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import shutil
 import sys
 import tarfile
@@ -77,7 +76,8 @@ def _sha256_file(path: Path) -> tuple[str, int]:
 
 
 def _mode(path: Path) -> int:
-    return 0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644
+    """0755 for directories and files with any execute bit (whoever runs the build), else 0644."""
+    return 0o755 if path.is_dir() or path.stat().st_mode & 0o111 else 0o644
 
 
 def _tarinfo(name: str, path: Path) -> tarfile.TarInfo:
@@ -180,7 +180,7 @@ def write_layout(
     folder: Path, out: Path, *, ref_name: str, annotations: dict[str, str], own_layer_bytes: int = OWN_LAYER_BYTES
 ) -> Image:
     """The OCI image layout of `folder` in `out` (created empty)."""
-    if not (folder / "run.sh").is_file() or not os.access(folder / "run.sh", os.X_OK):
+    if not (folder / "run.sh").is_file() or not (folder / "run.sh").stat().st_mode & 0o111:
         raise ValueError(f"{folder}: no executable run.sh at the folder root; LocalAI refuses such an image")
     blobs = out / "blobs" / "sha256"
     blobs.mkdir(parents=True)
