@@ -179,7 +179,10 @@ async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtif
     merged = await Get(Digest, MergeDigests(b.digest for b in built))
     components: tuple = ()
     if built:
-        records = await Get(DigestContents, DigestSubset(merged, PathGlobs(["**/metadata.json"])))
+        # The engines' build records (metadata.json today; build-record.json if they follow the backends).
+        records = await Get(
+            DigestContents, DigestSubset(merged, PathGlobs(["**/metadata.json", "**/build-record.json"]))
+        )
         archive_specs = [
             (t.address, f.value) for t in direct for f in t.field_values.values() if f.alias == "ggml_archive" and f.value
         ]

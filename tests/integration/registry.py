@@ -12,14 +12,19 @@ from pathlib import Path
 INSTALL = Path("tests/tools/install-debian-tools.sh")
 
 
-def registry_binary() -> str:
-    found = shutil.which("docker-registry")
+def debian_tool(name: str) -> str:
+    """Path of a test-only Debian tool, installed by tests/tools/install-debian-tools.sh if missing."""
+    found = shutil.which(name)
     if not found:
         result = subprocess.run(["sh", str(INSTALL)], capture_output=True, text=True)
-        found = shutil.which("docker-registry")
+        found = shutil.which(name)
         if result.returncode != 0 or not found:
-            raise RuntimeError(f"{INSTALL} could not install docker-registry:\n{result.stdout}\n{result.stderr}")
+            raise RuntimeError(f"{INSTALL} could not install {name}:\n{result.stdout}\n{result.stderr}")
     return found
+
+
+def registry_binary() -> str:
+    return debian_tool("docker-registry")
 
 
 class RegistryServer:

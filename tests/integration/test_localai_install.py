@@ -2,7 +2,8 @@
 real registry started here (the CNCF distribution registry), `./pants localai-gallery`, then
 LocalAI's installer (localai_installer.py) resolves the gallery entry, pulls the image by digest,
 stages and swaps it, and the installed run.sh serves a real VAD call. Then the same offline from
-`./pants localai-bundle` (ocifile://) with the registry stopped."""
+`./pants localai-bundle` (ocifile://) with the registry stopped. And skopeo, an independent
+OCI implementation, reads the image tarball."""
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ import pytest
 from backends.proto import backend_pb2, backend_pb2_grpc
 from tests.integration.backend_process import free_port, pex_root
 from tests.integration.localai_installer import install, resolve_entry
-from tests.integration.registry import RegistryServer
+from tests.integration.registry import RegistryServer, debian_tool
 from tests.integration.temp_repo import make_temp_repo, run_pants
 from tests.integration.test_remote_cache import SOURCES, TARGET
 from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice
@@ -120,3 +121,18 @@ def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_pat
     folder2 = install(offline, tmp_path / "airgapped-localai/backends")
     assert (folder2 / "backend.pex").read_bytes() == (folder / "backend.pex").read_bytes()
     assert serve_and_detect(folder2), "no speech found by the backend installed from the bundle"
+
+
+def test_image_tarball_is_read_by_an_independent_implementation(tmp_path: Path) -> None:
+    """skopeo (containers/image) reads the tarball both ways it is meant to be read: as an OCI
+    layout archive and as a `docker save` archive (the format LocalAI's ocifile:// loads)."""
+    skopeo = debian_tool("skopeo")
+    tarball = Path("images/silero-vad/cpu/image.oci.tar")  # runtime_package_dependencies
+    image = json.loads(Path("images/silero-vad/cpu/image.json").read_text())
+    raw = subprocess.run([skopeo, "inspect", "--raw", f"oci-archive:{tarball}"], check=True, capture_output=True).stdout
+    assert "sha256:" + __import__("hashlib").sha256(raw).hexdigest() == image["manifest_digest"]
+    docker = json.loads(subprocess.run([skopeo, "inspect", f"docker-archive:{tarball}"], check=True, capture_output=True, text=True).stdout)
+    assert docker["Layers"] == [l["diff_id"] for l in image["layers"]]
+    assert docker["Labels"]["io.localai.backend"] == "silero-vad"
+    # A full copy out of the docker-archive view checks every layer against its diff_id.
+    subprocess.run([skopeo, "copy", f"docker-archive:{tarball}", f"dir:{tmp_path / 'copy'}"], check=True, capture_output=True)
