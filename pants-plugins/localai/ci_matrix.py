@@ -14,7 +14,8 @@ native_engine). A job runs when a changed file is one of its inputs:
 
 Only variants with a committed lockfile are jobs (the others cannot be built anywhere, and
 docs/status.md says why), and never test-support builds (a job target with one of
---test-support-fields set, e.g. the coverage-instrumented `engines/minilm:fuzz`). Each job
+--test-support-fields set, e.g. the coverage-instrumented `engines/minilm:fuzz` and the
+`engines/minilm:<variant>-cpptests` build that carries the C++ test binary). Each job
 carries `tests`: the test targets that depend on it (runtime_package_dependencies included),
 which the workflow runs after packaging.
 """
@@ -88,7 +89,7 @@ class CIMatrixSubsystem(Outputting, GoalSubsystem):
         default=["native_engine"], help="Target types (aliases) that are CI jobs besides localai_backend_variant."
     )
     test_support_fields = StrListOption(
-        default=["sanitizer_coverage"],
+        default=["sanitizer_coverage", "include_test_binary"],
         help="Boolean fields (aliases) that mark a job target as a test-support build, never a job of its own.",
     )
     test_target_types = StrListOption(
@@ -112,7 +113,7 @@ class CIJobsRequest:
     engine_runner: str
     job_target_types: tuple[str, ...]
     global_globs: tuple[str, ...]
-    test_support_fields: tuple[str, ...] = ("sanitizer_coverage",)
+    test_support_fields: tuple[str, ...] = ("sanitizer_coverage", "include_test_binary")
     test_target_types: tuple[str, ...] = ("python_test",)
 
 
