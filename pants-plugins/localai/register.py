@@ -1,5 +1,5 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
-from localai import accelerators, audit, package, proto, requirements, status, variant
+from localai import accelerators, audit, claims, package, proto, requirements, status, variant
 from localai import bundle, ci_matrix, export, gallery, image, proto_diff, publish
 from localai import target_types as localai_target_types
 
@@ -18,6 +18,7 @@ def rules():
         *image.rules(),
         *publish.rules(),
         *audit.rules(),
+        *claims.rules(),
         *status.rules(),
         *gallery.rules(),
         *bundle.rules(),

@@ -31,6 +31,7 @@ from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 
 from localai.accelerators import AcceleratorMatrix
+from localai.claims import TestCatalog, render_catalog
 from localai.audit import AuditSubsystem
 from localai.target_types import AcceleratorField, NotLockableHereField
 from localai.variant import Variant, VariantRequest
@@ -125,6 +126,7 @@ class StatusDocTarget(Target):
 @dataclass(frozen=True)
 class StatusDoc:
     content: str
+    undocumented_tests: tuple[str, ...] = ()
 
 
 def render(rows: list[StatusRow]) -> str:
@@ -196,7 +198,8 @@ async def compute_status(all_targets: AllTargets, audit: AuditSubsystem, matrix:
                 StatusRow(backend, accel, False, True, False, False, False, (),
                           f"{path} is committed but backends/{backend}/BUILD declares no {accel} variant")
             )
-    return StatusDoc(render(rows))
+    catalog = await Get(TestCatalog)
+    return StatusDoc(render(rows) + "\n" + render_catalog(catalog), catalog.undocumented)
 
 
 class StatusSubsystem(GoalSubsystem):
@@ -240,10 +243,19 @@ class StatusCheckRequest(LintTargetsRequest):
 async def check_status(request: StatusCheckRequest.Batch) -> LintResult:
     doc, committed = await MultiGet(Get(StatusDoc), Get(DigestContents, PathGlobs([STATUS_PATH])))
     current = committed[0].content.decode() if committed else None
-    ok = current == doc.content
+    ok = current == doc.content and not doc.undocumented_tests
+    if doc.undocumented_tests:
+        message = "".join(
+            f"{address}: test target without a description: say what it proves in `description=` in its BUILD file\n"
+            for address in doc.undocumented_tests
+        )
+    elif ok:
+        message = f"{STATUS_PATH} is up to date\n"
+    else:
+        message = f"{STATUS_PATH} is stale or missing: run `./pants localai-status`\n"
     return LintResult(
         exit_code=0 if ok else 1,
-        stdout=f"{STATUS_PATH} is up to date\n" if ok else f"{STATUS_PATH} is stale or missing: run `./pants localai-status`\n",
+        stdout=message,
         stderr="",
         linter_name=StatusCheckRequest.tool_name,
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import AllUnexpandedTargets, DescriptionField
+from pants.util.logging import LogLevel
 
 TESTS_ALIAS = "python_tests"
 
@@ -29,7 +30,7 @@ class TestCatalog:
         return tuple(e.address for e in self.entries if not e.description)
 
 
-@rule(desc="List test targets and what they prove")
+@rule(desc="List test targets and what they prove", level=LogLevel.DEBUG)
 async def test_catalog() -> TestCatalog:
     targets = await Get(AllUnexpandedTargets)
     entries = sorted(
