@@ -49,8 +49,11 @@ from pants.util.logging import LogLevel
 
 from localai.proto import CompiledProto, CompileProtoRequest
 from localai.requirements import LayeredRequirements, LayeredRequirementsRequest
+from localai import localai_package
 from localai.target_types import (
+    LOCALAI_LAYOUT,
     AcceleratorField,
+    LayoutField,
     LocalAISourcesField,
     NotLockableHereField,
     ProtoSourcesField,
@@ -83,6 +86,7 @@ class BackendVariantFieldSet(PackageFieldSet):
     size_budget_mb: SizeBudgetField
     version: VersionField
     not_lockable_here: NotLockableHereField
+    layout: LayoutField
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,9 @@ async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSou
     return BackendSources(digest)
 
 
-def metadata_json(variant: Variant, version: str, lockfile: VariantLockfile, pex_entry: FileEntry) -> bytes:
+def metadata_json(
+    variant: Variant, version: str, lockfile: VariantLockfile, pex_entry: FileEntry, pin_policy: tuple[str, ...] = ()
+) -> bytes:
     return (
         json.dumps(
             {
@@ -198,6 +204,8 @@ def metadata_json(variant: Variant, version: str, lockfile: VariantLockfile, pex
                 "artifact": "backend.pex",
                 "artifact_sha256": pex_entry.file_digest.fingerprint,
                 "artifact_size": pex_entry.file_digest.serialized_bytes_length,
+                # Imported LocalAI folders: pins the accelerator's policy replaced (localai_layout.py).
+                **({"pin_policy": list(pin_policy)} if pin_policy else {}),
             },
             indent=2,
             sort_keys=True,
@@ -217,9 +225,17 @@ async def package_backend_variant(field_set: BackendVariantFieldSet) -> BuiltPac
         Get(VariantLockfile, VariantLockfileRequest(variant, field_set.not_lockable_here.value)),
         Get(
             LayeredRequirements,
-            LayeredRequirementsRequest(variant.directory, variant.accelerator.name, str(variant.address)),
+            LayeredRequirementsRequest(
+                variant.directory, variant.accelerator.name, str(variant.address), field_set.layout.value
+            ),
         ),
     )
+    localai_layout = field_set.layout.value == LOCALAI_LAYOUT
+    if layered.unsatisfied:
+        raise MissingLockfileError(
+            f"{variant.address}: the {variant.accelerator.name} pin policy cannot satisfy this backend: "
+            + "; ".join(layered.unsatisfied)
+        )
     by_name = {PipRequirement.parse(r).project_name.lower(): r for r in layered.requirements}
     if BUILD_ONLY_REQUIREMENT not in by_name:
         raise GrpcToolsMissingError(
@@ -227,7 +243,13 @@ async def package_backend_variant(field_set: BackendVariantFieldSet) -> BuiltPac
             "build compiles backend.proto with it, from the same lock as grpcio/protobuf)."
         )
     ics = InterpreterConstraints([variant.accelerator.python])
-    sources = await Get(BackendSources, BackendSourcesRequest(variant, ics))
+    if localai_layout:
+        folder_sources = await Get(
+            localai_package.LocalAIFolderSources, localai_package.LocalAIFolderSourcesRequest(variant, ics)
+        )
+        sources = BackendSources(folder_sources.digest)
+    else:
+        sources = await Get(BackendSources, BackendSourcesRequest(variant, ics))
     prefix = f"backends/{variant.backend}/{variant.accelerator.name}"
     pex = await Get(
         Pex,
@@ -242,7 +264,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet) -> BuiltPac
             ),
             interpreter_constraints=ics,
             sources=sources.digest,
-            main=EntryPoint.parse(ENTRY_POINT),
+            main=EntryPoint.parse(localai_package.ENTRY_POINT if localai_layout else ENTRY_POINT),
             # venv execution mode: the first start unpacks into PEX_ROOT once, later starts reach
             # Health OK as fast as a plain venv (docs/benchmarks.md, cold start).
             additional_args=("--venv",),
@@ -258,7 +280,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet) -> BuiltPac
                 FileContent(f"{prefix}/run.sh", RUN_SH.encode(), is_executable=True),
                 FileContent(
                     f"{prefix}/metadata.json",
-                    metadata_json(variant, field_set.version.value, lockfile, pex_entry),
+                    metadata_json(variant, field_set.version.value, lockfile, pex_entry, layered.replacements),
                 ),
             ]
         ),

@@ -1,6 +1,7 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
 from localai import accelerators, audit, package, proto, requirements, status, variant
 from localai import ci_matrix, export, gallery, proto_diff
+from localai import localai_import, localai_layout, localai_package
 from localai import target_types as localai_target_types
 
 
@@ -21,4 +22,7 @@ def rules():
         *ci_matrix.rules(),
         *export.rules(),
         *proto_diff.rules(),
+        *localai_layout.rules(),
+        *localai_package.rules(),
+        *localai_import.rules(),
     )
