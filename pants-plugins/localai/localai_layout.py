@@ -26,13 +26,16 @@ import toml  # pants: no-infer-dep (toml comes with pantsbuild.pants)
 
 from pants.backend.python.pip_requirement import PipRequirement
 from pants.engine.fs import DigestContents, PathGlobs
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import AllTargets
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from localai.accelerators import MATRIX_PATH, Accelerator, AcceleratorMatrix
+from localai.target_types import LOCALAI_LAYOUT, AcceleratorField, LayoutField, LocalAIBackendVariantTarget
 from localai.requirements import (
     LayeredRequirements,
+    LayeredRequirementsRequest,
     LocalAIRequirementsRequest,
     RequirementsFileError,
     layer_with_origin,
@@ -244,3 +247,43 @@ async def read_localai_requirements(request: LocalAIRequirementsRequest) -> Laye
 
 def rules():
     return collect_rules()
+
+
+@dataclass(frozen=True)
+class PinPolicySection:
+    """The docs/status.md section listing, per imported variant, the pins the policy replaced."""
+
+    markdown: str
+
+
+@rule(desc="List pin-policy replacements of imported LocalAI backends", level=LogLevel.DEBUG)
+async def pin_policy_section(all_targets: AllTargets) -> PinPolicySection:
+    tgts = [
+        t
+        for t in all_targets
+        if isinstance(t, LocalAIBackendVariantTarget) and t[LayoutField].value == LOCALAI_LAYOUT
+    ]
+    if not tgts:
+        return PinPolicySection("")
+    layered = await MultiGet(
+        Get(
+            LayeredRequirements,
+            LayeredRequirementsRequest(t.address.spec_path, t[AcceleratorField].value, str(t.address), LOCALAI_LAYOUT),
+        )
+        for t in tgts
+    )
+    rows = []
+    for t, reqs in sorted(zip(tgts, layered), key=lambda p: str(p[0].address)):
+        for line in reqs.replacements:
+            rows.append(f"| {t.address} | replaced | {line} |")
+        for line in reqs.unsatisfied:
+            rows.append(f"| {t.address} | not satisfiable | {line} |")
+        if not reqs.replacements and not reqs.unsatisfied:
+            rows.append(f"| {t.address} | unchanged | no torch-family pin to replace |")
+    return PinPolicySection(
+        "\n## Imported LocalAI backends: pin policy\n\n"
+        "LocalAI's own folders (`./pants localai-import`) keep their requirement files unchanged; their\n"
+        "torch-family pins are replaced by what the accelerator provides ([localai.torch_family] in\n"
+        "3rdparty/accelerators.toml). The build record of each artifact repeats these lines.\n\n"
+        "| variant | pin policy | what |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+    )

@@ -21,6 +21,7 @@ from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 
 from localai.audit import AuditSubsystem
+from localai.localai_layout import PinPolicySection
 from localai.target_types import AcceleratorField, NotLockableHereField
 from localai.variant import Variant, VariantRequest
 
@@ -93,7 +94,8 @@ async def compute_status(all_targets: AllTargets, audit: AuditSubsystem) -> Stat
                 note.replace("|", "/"),
             )
         )
-    return StatusDoc(render(rows))
+    pin_policy = await Get(PinPolicySection)  # imported LocalAI folders (localai_layout.py)
+    return StatusDoc(render(rows) + pin_policy.markdown)
 
 
 class StatusSubsystem(GoalSubsystem):
