@@ -70,8 +70,8 @@ def test_later_file_wins_and_cpu_torch_pin_is_replaced_and_recorded(matrix, conv
     }
     got = variant_requirements("backends/localai/demo", files, matrix.accelerators["cpu"], conventions)
     assert got.requirements == (
-        "grpcio-tools<=1.85.3",  # LocalAI's runProtogen bound: no newer than the backend's grpcio
         "grpcio==1.85.3",
+        "grpcio-tools<=1.85.3",  # LocalAI's runProtogen bound: no newer than the backend's grpcio
         "protobuf==7.36.2",
         "torch==2.13.0+cpu",
         "transformers",
