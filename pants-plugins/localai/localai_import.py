@@ -23,6 +23,7 @@ from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.rules import Get, collect_rules, goal_rule
 from pants.option.option_types import BoolOption
 
+from localai import localai_report
 from localai.accelerators import AcceleratorMatrix
 from localai.localai_layout import (
     BACKEND_FILE,
@@ -174,11 +175,36 @@ class LocalAIImportSubsystem(GoalSubsystem):
     help = "Declare LocalAI's own backend folders (copied unchanged into a directory) as backend variants."
 
     check = BoolOption(default=False, help="Write nothing; fail when the BUILD files or pants.toml are not current.")
+    report = BoolOption(
+        default=False,
+        help=(
+            "Write nothing; print per folder and LocalAI profile whether LocalAI's own files, resolved "
+            "LocalAI's way (PyPI first, their extra indexes), pull nvidia/cuda/triton packages and how "
+            "many MB, next to our locked variant (localai_report.py). Needs network."
+        ),
+    )
 
 
 class LocalAIImportGoal(Goal):
     subsystem_cls = LocalAIImportSubsystem
     environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
+
+
+async def upstream_report(root: str, folders: dict[str, dict[str, str]], conventions: LocalAIConventions) -> list[str]:
+    lines = []
+    for name in sorted(folders):
+        files = {n: c for n, c in folders[name].items() if REQUIREMENT_FILE.match(n)}
+        if name == COMMON_DIR or not files:
+            continue
+        directory = f"{root}/{name}"
+        for profile in conventions.profiles.values():
+            if not any(f in files for f in profile_files(profile)):
+                continue
+            lockfile = f"lockfiles/{resolve_name(backend_name(directory), profile.accelerator or '')}.lock"
+            resolution = await localai_report.resolve_like_localai(directory, files, profile)
+            ours = localai_report.ours_line(lockfile, await localai_report.lockfile_content(lockfile), profile)
+            lines.append(localai_report.report_line(directory, profile, resolution, ours))
+    return lines
 
 
 def import_roots(specs: Specs) -> tuple[str, ...]:
@@ -211,6 +237,10 @@ async def localai_import(
             p = PurePath(fc.path)
             folders[p.parent.name][p.name] = fc.content.decode()
         plan = plan_import(root, folders, matrix, conventions)
+        if subsystem.report:
+            for line in await upstream_report(root, folders, conventions):
+                console.print_stdout(line)
+            continue
         for note in plan.notes:
             console.print_stdout(f"note: {note}")
         if plan.problems:
@@ -225,6 +255,8 @@ async def localai_import(
                 console.print_stdout(f"  pin policy: {r}")
         writes.update(plan.build_files)
         new_text = update_pants_toml(new_text, root, plan.variants)
+    if subsystem.report:
+        return LocalAIImportGoal(exit_code=0)
     if failed:
         console.print_stderr("localai-import: nothing written")
         return LocalAIImportGoal(exit_code=1)
