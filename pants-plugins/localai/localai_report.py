@@ -20,7 +20,7 @@ from pants.engine.process import FallibleProcessResult, Process, ProcessCacheSco
 from pants.engine.rules import Get
 
 from localai.audit import locked_projects
-from localai.localai_layout import Profile, install_order
+from localai.localai_layout import Profile, index_lines, install_order
 
 PYPI = "https://pypi.org/simple"
 CUDA_PATTERNS = ("nvidia-*", "cuda-*", "triton")
@@ -31,9 +31,17 @@ _ENV = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "HTTPS_PROXY", "https
 _SCRIPT = r"""
 import json, subprocess, sys, urllib.request
 out = "report.json"
+index, indexes, files = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
+# pip retries an unreachable index for every package it looks up: probe each index once.
+for url in indexes:
+    try:
+        urllib.request.urlopen(url.rstrip("/") + "/", timeout=20).close()
+    except Exception as e:
+        print(json.dumps({"error": f"index {url} (named in the files) is unreachable from here: {e}"}))
+        sys.exit(0)
 cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-       "--report", out, "--index-url", sys.argv[1]]
-for f in sys.argv[2:]:
+       "--retries", "1", "--timeout", "60", "--report", out, "--index-url", index]
+for f in files:
     cmd += ["-r", f]
 done = subprocess.run(cmd, capture_output=True, text=True)
 if done.returncode:
@@ -98,6 +106,7 @@ def ours_line(lockfile: str, content: bytes | None, profile: Profile) -> str:
 
 async def resolve_like_localai(directory: str, files: dict[str, str], profile: Profile) -> Resolution:
     ordered = [n for n in install_order(profile) if n in files]
+    extra_indexes = sorted({url for n in ordered for _, opt, url in index_lines(files[n]) if opt not in ("-f", "--find-links")})
     digest = await Get(
         Digest,
         CreateDigest([FileContent("report.py", _SCRIPT.encode()), *(FileContent(n, files[n].encode()) for n in ordered)]),
@@ -107,7 +116,7 @@ async def resolve_like_localai(directory: str, files: dict[str, str], profile: P
     result = await Get(
         FallibleProcessResult,
         Process(
-            argv=(python.path, "report.py", PYPI, *ordered),
+            argv=(python.path, "report.py", PYPI, " ".join(extra_indexes), *ordered),
             input_digest=digest,
             env={**env, "PIP_CONFIG_FILE": "/dev/null", "XDG_CONFIG_DIRS": "/nonexistent", "PIP_NO_INPUT": "1"},
             description=f"Resolve {directory} for LocalAI profile {profile.name} as LocalAI's installer does",
