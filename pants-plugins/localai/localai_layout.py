@@ -65,6 +65,8 @@ class LocalAIConventions:
     profiles: FrozenDict[str, Profile]
     # accelerator -> {normalized project name: requirement, or "" when not provided here}
     torch_family: FrozenDict[str, FrozenDict[str, str]]
+    # accelerator -> other PyTorch indexes of the same accelerator, dropped in favour of its own
+    index_aliases: FrozenDict[str, tuple[str, ...]] = FrozenDict()
 
     @classmethod
     def parse(cls, content: str, matrix: AcceleratorMatrix, path: str = MATRIX_PATH) -> "LocalAIConventions":
@@ -81,7 +83,11 @@ class LocalAIConventions:
         for accel, pins in table.get("torch_family", {}).items():
             matrix.get(accel, context=f"{path} [localai.torch_family.{accel}]")
             family[accel] = FrozenDict({normalized_name(k): v for k, v in pins.items()})
-        return cls(FrozenDict(profiles), FrozenDict(family))
+        aliases = {}
+        for accel, urls in table.get("index_aliases", {}).items():
+            matrix.get(accel, context=f"{path} [localai.index_aliases] {accel}")
+            aliases[accel] = tuple(u.rstrip("/") for u in urls)
+        return cls(FrozenDict(profiles), FrozenDict(family), FrozenDict(aliases))
 
     def profile_of(self, accelerator: str) -> Profile | None:
         return next((p for p in self.profiles.values() if p.accelerator == accelerator), None)
@@ -142,11 +148,17 @@ def index_lines(content: str) -> list[tuple[int, str, str]]:
     return found
 
 
-def check_isolation(path: str, content: str, accel: Accelerator) -> None:
-    """Refuses an index that is not the accelerator's own: its resolve would see another build."""
+def check_isolation(path: str, content: str, accel: Accelerator, aliases: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Refuses an index that is not the accelerator's own: its resolve would see another build.
+    Returns notes for the indexes honoured by dropping (aliases of the accelerator's index)."""
+    notes = []
     for lineno, opt, url in index_lines(content):
-        if opt in ("--extra-index-url", "--index-url", "-i") and url.rstrip("/") == accel.index.rstrip("/"):
-            continue  # honoured: the accelerator's resolve already sees this index (its pip options)
+        if opt in ("--extra-index-url", "--index-url", "-i"):
+            if url.rstrip("/") == accel.index.rstrip("/"):
+                continue  # honoured: the accelerator's resolve already sees this index (its pip options)
+            if url.rstrip("/") in aliases:
+                notes.append(f"{PurePath(path).name} names index {url}; {accel.name} takes its torch family from {accel.index}")
+                continue
         raise LocalAILayoutError(
             f"{path} line {lineno}: `{opt} {url}` would break the {accel.name} accelerator's index "
             f"isolation: its resolves see PyPI and {accel.index} only ({accel.pip_options}), so "
@@ -154,6 +166,7 @@ def check_isolation(path: str, content: str, accel: Accelerator) -> None:
             f"requirement file of the profile whose index it is, or declare that index for "
             f"{accel.name} in {MATRIX_PATH}."
         )
+    return tuple(notes)
 
 
 @dataclass(frozen=True)
@@ -211,15 +224,16 @@ def variant_requirements(
     if problems:
         raise LocalAILayoutError("\n".join(problems))
     ordered = [(f"{directory}/{name}", files[name]) for name in install_order(profile) if name in files]
+    index_notes = []
     for path, content in ordered:
-        check_isolation(path, content, accel)
+        index_notes.extend(check_isolation(path, content, accel, conventions.index_aliases.get(accel.name, ())))
     try:
         merged = layer_with_origin(ordered)
     except ValueError as e:
         raise LocalAILayoutError(f"{directory}: {e}") from e
     result = apply_policy(merged, accel.name, conventions)
     return LayeredRequirements(
-        result.requirements, tuple(p for p, _ in ordered), result.replacements, result.unsatisfied
+        result.requirements, tuple(p for p, _ in ordered), result.replacements + tuple(index_notes), result.unsatisfied
     )
 
 

@@ -178,3 +178,24 @@ def test_generated_requirements_fail_naming_the_file_with_a_foreign_index() -> N
     with pytest.raises(ExecutionError) as e:
         rule_runner.get_target(Address("backends/localai/demo", target_name="requirements-cpu", generated_name="torch"))
     assert "backends/localai/demo:requirements-cpu: backends/localai/demo/requirements-cpu.txt line 1" in str(e.value)
+
+
+def test_another_pytorch_build_of_the_same_accelerator_is_dropped_and_recorded(matrix, conventions) -> None:
+    # LocalAI's cublas12 files name cu121/cu124/cu128; the cuda12 policy supplies torch from cu126.
+    files = {"requirements-cublas12.txt": "--extra-index-url https://download.pytorch.org/whl/cu121\ntorch==2.4.1\n"}
+    got = variant_requirements("backends/localai/x", files, matrix.accelerators["cuda12"], conventions)
+    assert "torch==2.13.0+cu126" in got.requirements
+    assert got.replacements == (
+        "requirements-cublas12.txt pinned torch==2.4.1; cuda12 provides torch==2.13.0+cu126",
+        "requirements-cublas12.txt names index https://download.pytorch.org/whl/cu121; cuda12 takes its torch "
+        "family from https://download.pytorch.org/whl/cu126",
+    )
+
+
+def test_an_alias_of_one_accelerator_is_refused_in_another(matrix, conventions) -> None:
+    files = {"requirements-hipblas.txt": "--extra-index-url https://download.pytorch.org/whl/nightly/rocm7.0\ntorch\n"}
+    with pytest.raises(LocalAILayoutError, match="requirements-hipblas.txt line 1"):
+        variant_requirements("backends/localai/x", files, matrix.accelerators["rocm"], conventions)
+    files = {"requirements-cpu.txt": "--extra-index-url https://download.pytorch.org/whl/cu130\ntorch\n"}
+    with pytest.raises(LocalAILayoutError, match="would break the cpu accelerator's index isolation"):
+        variant_requirements("backends/localai/x", files, matrix.accelerators["cpu"], conventions)
