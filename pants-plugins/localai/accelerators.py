@@ -13,6 +13,8 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 
 MATRIX_PATH = "3rdparty/accelerators.toml"
+# Top-level tables of the matrix file that are not accelerators (read by their own modules).
+NOT_ACCELERATORS = ("localai",)  # localai_layout.py: LocalAI's profiles and the pin policy
 _REQUIRED = ("index", "pip_options", "capabilities", "platforms", "forbidden", "python", "size_budget_mb")
 
 
@@ -131,6 +133,8 @@ class AcceleratorMatrix:
             raise AcceleratorMatrixError(f"{path}: not valid TOML: {e}") from e
         accels = {}
         for name, table in data.items():
+            if name in NOT_ACCELERATORS:
+                continue
             missing = [k for k in _REQUIRED if k not in table]
             if missing:
                 raise AcceleratorMatrixError(

@@ -57,3 +57,34 @@ def localai_engine(library, header, ggml_archive, test_binary=None, cpu_variants
                       **common)
     # No test executable: instrumented code links only against the fuzzer's runtime.
     native_engine(name="fuzz", cpu_variant=fuzz_variant, sanitizer_coverage=True, **{**common, "test_binary": None})
+
+
+def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0"):
+    """One of LocalAI's own backend folders (backend/python/<name>/, copied unchanged), as
+    written by `./pants localai-import`: a variant per accelerator whose LocalAI profile has a
+    requirement file. Its backend.py runs unchanged: top-level backend_pb2 stubs are generated
+    from backends/proto, and LocalAI's ../common helpers are packaged next to it."""
+    not_lockable_here = not_lockable_here or {}
+    size_budget_mb = size_budget_mb or {}
+    localai_sources(
+        name="src",
+        sources=["*.py", "!test.py", "!test_*.py", "!*_test.py"],
+        dependencies=[f"{build_file_dir().parent}/common:common", "backends/proto"],
+    )
+    for accel in accelerators:
+        localai_requirements(name=f"requirements-{accel}", accelerator=accel, layout="localai")
+        localai_backend_variant(
+            name=accel,
+            accelerator=accel,
+            dependencies=[":src"],
+            size_budget_mb=size_budget_mb.get(accel),
+            not_lockable_here=not_lockable_here.get(accel),
+            version=version,
+            layout="localai",
+        )
+
+
+def localai_common():
+    """LocalAI's backend/python/common/ helpers (grpc_auth.py, ...), imported by its backends
+    through their `../common` sys.path insert."""
+    localai_sources(name="common", sources=["*.py", "!*_test.py", "!test_*.py"])

@@ -60,8 +60,11 @@ from localai.proto import CompiledProto, CompileProtoRequest
 from localai.provenance import PROVENANCE_NAME, provenance_statement
 from localai.sbom import SBOM_NAME, cyclonedx_sbom, engine_components, locked_requirements
 from localai.requirements import LayeredRequirements, LayeredRequirementsRequest
+from localai import localai_package
 from localai.target_types import (
+    LOCALAI_LAYOUT,
     AcceleratorField,
+    LayoutField,
     LocalAISourcesField,
     NotLockableHereField,
     ProtoSourcesField,
@@ -95,6 +98,7 @@ class BackendVariantFieldSet(PackageFieldSet):
     size_budget_mb: SizeBudgetField
     version: VersionField
     not_lockable_here: NotLockableHereField
+    layout: LayoutField
 
 
 @dataclass(frozen=True)
@@ -236,7 +240,9 @@ async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSou
     return BackendSources(digest, engines.sbom_components)
 
 
-def build_record_json(variant: Variant, version: str, lockfile: VariantLockfile, pex_entry: FileEntry) -> bytes:
+def build_record_json(
+    variant: Variant, version: str, lockfile: VariantLockfile, pex_entry: FileEntry, pin_policy: tuple[str, ...] = ()
+) -> bytes:
     return (
         json.dumps(
             {
@@ -252,6 +258,8 @@ def build_record_json(variant: Variant, version: str, lockfile: VariantLockfile,
                 "artifact_size": pex_entry.file_digest.serialized_bytes_length,
                 "sbom": SBOM_NAME,
                 "provenance": PROVENANCE_NAME,
+                # Imported LocalAI folders: pins the accelerator's policy replaced (localai_layout.py).
+                **({"pin_policy": list(pin_policy)} if pin_policy else {}),
             },
             indent=2,
             sort_keys=True,
@@ -271,9 +279,17 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
         Get(VariantLockfile, VariantLockfileRequest(variant, field_set.not_lockable_here.value)),
         Get(
             LayeredRequirements,
-            LayeredRequirementsRequest(variant.directory, variant.accelerator.name, str(variant.address)),
+            LayeredRequirementsRequest(
+                variant.directory, variant.accelerator.name, str(variant.address), field_set.layout.value
+            ),
         ),
     )
+    localai_layout = field_set.layout.value == LOCALAI_LAYOUT
+    if layered.unsatisfied:
+        raise MissingLockfileError(
+            f"{variant.address}: the {variant.accelerator.name} pin policy cannot satisfy this backend: "
+            + "; ".join(layered.unsatisfied)
+        )
     by_name = {PipRequirement.parse(r).project_name.lower(): r for r in layered.requirements}
     if BUILD_ONLY_REQUIREMENT not in by_name:
         raise GrpcToolsMissingError(
@@ -281,7 +297,13 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
             "build compiles backend.proto with it, from the same lock as grpcio/protobuf)."
         )
     ics = InterpreterConstraints([variant.accelerator.python])
-    sources = await Get(BackendSources, BackendSourcesRequest(variant, ics))
+    if localai_layout:
+        folder_sources = await Get(
+            localai_package.LocalAIFolderSources, localai_package.LocalAIFolderSourcesRequest(variant, ics)
+        )
+        sources = BackendSources(folder_sources.digest)
+    else:
+        sources = await Get(BackendSources, BackendSourcesRequest(variant, ics))
     prefix = f"backends/{variant.backend}/{variant.accelerator.name}"
     pex = await Get(
         Pex,
@@ -296,7 +318,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
             ),
             interpreter_constraints=ics,
             sources=sources.digest,
-            main=EntryPoint.parse(ENTRY_POINT),
+            main=EntryPoint.parse(localai_package.ENTRY_POINT if localai_layout else ENTRY_POINT),
             # venv execution mode: the first start unpacks into PEX_ROOT once, later starts reach
             # Health OK as fast as a plain venv (docs/benchmarks.md, cold start).
             additional_args=("--venv",),
@@ -308,7 +330,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
     size = pex_entry.file_digest.serialized_bytes_length
     pex_sha = pex_entry.file_digest.fingerprint
     version = field_set.version.value
-    record = build_record_json(variant, version, lockfile, pex_entry)
+    record = build_record_json(variant, version, lockfile, pex_entry, layered.replacements)
     sbom = cyclonedx_sbom(
         name=variant.backend,
         version=version,

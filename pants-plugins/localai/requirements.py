@@ -16,7 +16,7 @@ from pants.engine.target import GeneratedTargets, GenerateTargetsRequest
 from pants.engine.unions import UnionMembership, UnionRule
 from pants.util.logging import LogLevel
 
-from localai.target_types import AcceleratorField, LocalAIRequirementsGenerator
+from localai.target_types import LOCALAI_LAYOUT, AcceleratorField, LayoutField, LocalAIRequirementsGenerator
 from localai.variant import Variant, VariantRequest
 
 
@@ -25,10 +25,20 @@ class RequirementsFileError(ValueError):
 
 
 @dataclass(frozen=True)
+class LocalAIRequirementsRequest:
+    """Answered by localai_layout.py: a variant's requirements read LocalAI's way."""
+
+    directory: str
+    accelerator: str
+    owner: str
+
+
+@dataclass(frozen=True)
 class LayeredRequirementsRequest:
     directory: str
     accelerator: str
     owner: str  # the target asking, for error messages
+    layout: str = "backend"  # "localai": LocalAI's own folder (localai_layout.py)
 
 
 @dataclass(frozen=True)
@@ -37,19 +47,36 @@ class LayeredRequirements:
 
     requirements: tuple[str, ...]
     files: tuple[str, ...]
+    # LocalAI layout only: pins the accelerator's policy replaced (one sentence each), and what
+    # the policy cannot provide (the variant is then not lockable).
+    replacements: tuple[str, ...] = ()
+    unsatisfied: tuple[str, ...] = ()
+
+
+def normalized_name(project_name: str) -> str:
+    return project_name.lower().replace("_", "-")
+
+
+def layer_with_origin(files: list[tuple[str, str]]) -> dict[str, tuple[str, PipRequirement]]:
+    """Merges requirement files in order; a later file's entry for a project replaces earlier ones.
+    Returns {normalized project name: (the file its winning entry comes from, the requirement)}."""
+    merged: dict[str, tuple[str, PipRequirement]] = {}
+    for path, content in files:
+        for req in parse_requirements_file(content, rel_path=path):
+            merged[normalized_name(req.project_name)] = (path, req)
+    return merged
 
 
 def layer(files: list[tuple[str, str]]) -> tuple[str, ...]:
     """Merges requirement files in order; a later file's entry for a project replaces earlier ones."""
-    merged: dict[str, PipRequirement] = {}
-    for path, content in files:
-        for req in parse_requirements_file(content, rel_path=path):
-            merged[req.project_name.lower().replace("_", "-")] = req
-    return tuple(str(merged[name]) for name in sorted(merged))
+    merged = layer_with_origin(files)
+    return tuple(str(merged[name][1]) for name in sorted(merged))
 
 
 @rule(desc="Read layered requirements", level=LogLevel.DEBUG)
 async def read_layered_requirements(request: LayeredRequirementsRequest) -> LayeredRequirements:
+    if request.layout == LOCALAI_LAYOUT:
+        return await Get(LayeredRequirements, LocalAIRequirementsRequest(request.directory, request.accelerator, request.owner))
     paths = (
         f"{request.directory}/requirements.txt",
         f"{request.directory}/requirements-{request.accelerator}.txt",
@@ -87,7 +114,9 @@ async def generate_localai_requirements(
     )
     layered = await Get(
         LayeredRequirements,
-        LayeredRequirementsRequest(variant.directory, variant.accelerator.name, str(generator.address)),
+        LayeredRequirementsRequest(
+            variant.directory, variant.accelerator.name, str(generator.address), generator[LayoutField].value
+        ),
     )
     targets = []
     for req in layered.requirements:

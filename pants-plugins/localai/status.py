@@ -31,8 +31,9 @@ from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 
 from localai.accelerators import AcceleratorMatrix
-from localai.claims import TestCatalog, render_catalog
 from localai.audit import AuditSubsystem
+from localai.claims import TestCatalog, render_catalog
+from localai.localai_layout import PinPolicySection
 from localai.target_types import AcceleratorField, NotLockableHereField
 from localai.variant import Variant, VariantRequest
 
@@ -198,8 +199,9 @@ async def compute_status(all_targets: AllTargets, audit: AuditSubsystem, matrix:
                 StatusRow(backend, accel, False, True, False, False, False, (),
                           f"{path} is committed but backends/{backend}/BUILD declares no {accel} variant")
             )
-    catalog = await Get(TestCatalog)
-    return StatusDoc(render(rows) + "\n" + render_catalog(catalog), catalog.undocumented)
+    pin_policy, catalog = await MultiGet(Get(PinPolicySection), Get(TestCatalog))
+    # Pin-policy section: imported LocalAI folders (localai_layout.py).
+    return StatusDoc(render(rows) + pin_policy.markdown + "\n" + render_catalog(catalog), catalog.undocumented)
 
 
 class StatusSubsystem(GoalSubsystem):

@@ -60,6 +60,25 @@ class LocalAIProtoTarget(Target):
     )
 
 
+BACKEND_LAYOUT = "backend"
+LOCALAI_LAYOUT = "localai"
+
+
+class LayoutField(StringField):
+    alias = "layout"
+    default = BACKEND_LAYOUT
+    valid_choices = (BACKEND_LAYOUT, LOCALAI_LAYOUT)
+    help = help_text(
+        """
+        `backend`: a backend of this repository (requirements.txt + requirements-<accelerator>.txt,
+        a servicer on backends/common). `localai`: one of LocalAI's own backend folders, built
+        unchanged (`pants localai-import`): LocalAI's requirement files in LocalAI's install order
+        for the accelerator's profile, the accelerator's torch pin policy, top-level backend_pb2
+        stubs, LocalAI's ../common helpers next to backend.py.
+        """
+    )
+
+
 class LocalAIRequirementsGenerator(TargetGenerator):
     alias = "localai_requirements"
     help = help_text(
@@ -71,7 +90,7 @@ class LocalAIRequirementsGenerator(TargetGenerator):
         """
     )
     generated_target_cls = PythonRequirementTarget
-    core_fields = (*COMMON_TARGET_FIELDS, AcceleratorField)
+    core_fields = (*COMMON_TARGET_FIELDS, AcceleratorField, LayoutField)
     copied_fields = COMMON_TARGET_FIELDS
     moved_fields = ()
 
@@ -107,6 +126,7 @@ class LocalAIBackendVariantTarget(Target):
         SizeBudgetField,
         VersionField,
         NotLockableHereField,
+        LayoutField,
     )
     help = help_text(
         """

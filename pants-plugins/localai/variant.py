@@ -1,6 +1,7 @@
 """What a backend variant is made of: its backend, accelerator, resolve and lockfile.
 
-Naming is fixed (backends/<name>:<accel> -> resolve <name>-<accel> -> lockfiles/<name>-<accel>.lock,
+Naming is fixed (backends/<name>:<accel> -> resolve <name>-<accel> -> lockfiles/<name>-<accel>.lock;
+backends/localai/<name>:<accel> -> resolve localai-<name>-<accel>;
 pip options from the accelerator), so pants.toml only has to agree; these rules check that it
 does and say exactly what to add when it does not.
 """
@@ -45,6 +46,15 @@ class Variant:
         return f"lockfiles/{self.resolve}.lock"
 
 
+def backend_name(directory: str) -> str:
+    """backends/<name> -> <name>; deeper folders join their path under backends/ with '-'
+    (LocalAI's folders imported into backends/localai/<name> -> localai-<name>)."""
+    path = PurePath(directory)
+    if path.parts[:1] == ("backends",) and len(path.parts) > 1:
+        return "-".join(path.parts[1:])
+    return path.name
+
+
 def resolve_name(backend: str, accelerator: str) -> str:
     return f"{backend}-{accelerator}"
 
@@ -61,7 +71,7 @@ def pants_toml_lines(backend: str, accelerator: Accelerator) -> str:
 async def resolve_variant(request: VariantRequest, python_setup: PythonSetup) -> Variant:
     matrix = await Get(AcceleratorMatrix)
     accel = matrix.get(request.accelerator, context=f"{request.address.spec_path}/BUILD ({request.address})")
-    variant = Variant(request.address, PurePath(request.address.spec_path).name, accel)
+    variant = Variant(request.address, backend_name(request.address.spec_path), accel)
     problems = []
     lockfile = python_setup.resolves.get(variant.resolve)
     if lockfile != variant.lockfile:
