@@ -4,7 +4,8 @@ The structs passed by value (whisper_context_params, whisper_full_params, whispe
 whisper_vad_context_params, whisper_token_data) are declared field for field from the pinned
 header; `Library.check_abi()` compares the defaults whisper.cpp fills in against the values its
 source sets, so a header that drifted from these declarations fails loudly at load time instead
-of corrupting parameters. One binding for the whisper backend, tests and benchmarks.
+of corrupting parameters. One binding for the whisper backend (its own module), tests and benchmarks
+(`backends.whisper.binding` in the tests resolve).
 """
 from __future__ import annotations
 
