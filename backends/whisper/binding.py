@@ -9,6 +9,7 @@ of corrupting parameters. One binding for the whisper backend (its own module), 
 """
 from __future__ import annotations
 
+import collections
 import ctypes
 import threading
 from dataclasses import dataclass, field
@@ -186,7 +187,8 @@ class Segment:
 
 
 class Library:
-    """libwhisper.so loaded with ctypes; whisper.cpp's own logging is silenced unless `verbose`."""
+    """libwhisper.so loaded with ctypes; whisper.cpp's log goes to `log_tail` (and stdout if
+    `verbose`): load errors quote its reason."""
 
     def __init__(self, path, verbose: bool = False):
         self.path = str(path)
@@ -194,9 +196,18 @@ class Library:
         for name, (args, res) in _SIGNATURES.items():
             fn = getattr(self.lib, name)
             fn.argtypes, fn.restype = args, res
-        if not verbose:
-            self._log = _LOG_CALLBACK(lambda level, text, user: None)
-            self.lib.whisper_log_set(ctypes.cast(self._log, c_void_p), None)
+        # whisper.cpp logs to stderr; keep its last lines instead, to say why a load failed.
+        self.log_tail: collections.deque[str] = collections.deque(maxlen=12)
+
+        def _log(level, text, user):
+            line = (text or b"").decode("utf-8", "replace").rstrip()
+            if line:
+                self.log_tail.append(line)
+                if verbose:
+                    print(line, flush=True)
+
+        self._log = _LOG_CALLBACK(_log)
+        self.lib.whisper_log_set(ctypes.cast(self._log, c_void_p), None)
         self.check_abi()
 
     def version(self) -> str:
@@ -245,13 +256,19 @@ class Library:
                 f"{bad}; the library is not the pinned whisper.cpp 1.8.5: rebuild engines/whisper-cpp"
             )
 
+    def _why(self) -> str:
+        lines = [ln for ln in self.log_tail if any(w in ln for w in ("fail", "wrong", "invalid", "error", "unknown",
+                                                                      "bad", "expected", "not"))]
+        return ("; whisper.cpp says: " + " | ".join(lines[-3:])) if lines else ""
+
     def load(self, path: str) -> "Model":
         params = self.context_default_params()
         params.use_gpu = False
         params.flash_attn = False
+        self.log_tail.clear()
         ctx = self.lib.whisper_init_from_file_with_params(str(path).encode(), params)
         if not ctx:
-            raise WhisperError(f"{path}: whisper.cpp could not load it as a ggml Whisper model "
+            raise WhisperError(f"{path}: whisper.cpp could not load it as a ggml Whisper model{self._why()} "
                                "(convert with whisper.cpp's models/convert-h5-to-ggml.py)")
         return Model(self, ctx)
 
@@ -259,9 +276,10 @@ class Library:
         params = self.lib.whisper_vad_default_context_params()
         params.n_threads = max(1, n_threads)
         params.use_gpu = False
+        self.log_tail.clear()
         ctx = self.lib.whisper_vad_init_from_file_with_params(str(path).encode(), params)
         if not ctx:
-            raise WhisperError(f"{path}: whisper.cpp could not load it as a ggml Silero VAD model "
+            raise WhisperError(f"{path}: whisper.cpp could not load it as a ggml Silero VAD model{self._why()} "
                                "(convert with whisper.cpp's models/convert-silero-vad-to-ggml.py)")
         return VadModel(self, ctx)
 

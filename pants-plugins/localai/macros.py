@@ -67,6 +67,8 @@ def localai_engine(library, header, ggml_archive, test_binary=None, cpu_variants
         raise ValueError(f"{build_file_dir()}/BUILD: localai_engine() got unknown argument(s) {unknown}; "
                          f"accepted besides the named ones: {sorted(allowed)}")
     common = dict(library=library, header=header, ggml_archive=ggml_archive, test_binary=test_binary, **build)
+    if build.get("upstream_subdir"):
+        common["sources"] = []  # no CMake project of ours: the sources come from the archive
     for v in cpu_variants:
         native_engine(name=v, cpu_variant=v, **common)
     if test_binary:

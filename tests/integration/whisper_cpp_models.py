@@ -44,7 +44,7 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 def tiny_whisper_hf(out: Path, seed: int = 0) -> Path:
     """A random Whisper with Whisper's real vocabulary size and special-token layout, 1 encoder
-    and 1 decoder layer, d_model 64; vocab.json holds the 256 byte tokens plus some words (the
+    and 1 decoder layer, d_model 64 (ffn 4 x d_model, as whisper.cpp assumes); vocab.json holds the 256 byte tokens plus some words (the
     rest of the ids are whisper.cpp's padding tokens, as for any vocab shorter than n_vocab)."""
     import numpy as np
     import torch
@@ -59,7 +59,7 @@ def tiny_whisper_hf(out: Path, seed: int = 0) -> Path:
     (out / "added_tokens.json").write_text("{}")
     cfg = WhisperConfig(
         vocab_size=N_VOCAB, num_mel_bins=80, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128, max_source_positions=1500,
+        decoder_attention_heads=2, d_model=64, encoder_ffn_dim=256, decoder_ffn_dim=256, max_source_positions=1500,
         max_target_positions=448, decoder_start_token_id=50258, eos_token_id=EOT, pad_token_id=EOT, bos_token_id=EOT,
     )
     torch.manual_seed(seed)

@@ -165,12 +165,12 @@ async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain) -> G
     files = (archive.path,)
     input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver]))
     coverage = ("--sanitizer-coverage",) if request.sanitizer_coverage else ()
-    coverage += ("--ggml-subdir", request.ggml_subdir, *cmake_option_args(request.cmake_options))
+    options = ("--ggml-subdir", request.ggml_subdir, *cmake_option_args(request.cmake_options))
     result = await Get(
         ProcessResult,
         VenvPexProcess,
         toolchain.process(
-            argv=("ggml", "--sdist", files[0], "--variant", request.cpu_variant, "--out", GGML_OUT, *coverage),
+            argv=("ggml", "--sdist", files[0], "--variant", request.cpu_variant, "--out", GGML_OUT, *coverage, *options),
             input_digest=input_digest,
             description=f"Compile ggml ({request.cpu_variant}{', sanitizer coverage' if coverage else ''}) from {files[0]}",
             output_directories=(GGML_OUT,),
