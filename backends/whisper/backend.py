@@ -119,9 +119,14 @@ def _word(w):
                                       end=w.end_ms)
 
 
-def to_segment(seg) -> "backend_pb2.TranscriptSegment":
-    return backend_pb2.TranscriptSegment(id=seg.index, start=seg.start_ms, end=seg.end_ms, text=seg.text,
-                                         tokens=seg.tokens, words=[_word(w) for w in seg.words])
+def to_segment(seg, duration_ms: int) -> "backend_pb2.TranscriptSegment":
+    """Times clamped to the audio: whisper.cpp takes them from timestamp tokens, which a model
+    may place past the end of the audio (the last window is padded to 30 s)."""
+    clamp = lambda t: max(0, min(int(t), duration_ms))  # noqa: E731
+    for w in seg.words:
+        w.start_ms, w.end_ms = clamp(w.start_ms), clamp(w.end_ms)
+    return backend_pb2.TranscriptSegment(id=seg.index, start=clamp(seg.start_ms), end=clamp(seg.end_ms),
+                                         text=seg.text, tokens=seg.tokens, words=[_word(w) for w in seg.words])
 
 
 class Loaded:
@@ -201,7 +206,7 @@ class WhisperServicer(BaseServicer):
     @staticmethod
     def _result(segs, lang, samples):
         return backend_pb2.TranscriptResult(
-            segments=[to_segment(s) for s in segs],
+            segments=[to_segment(s, len(samples) * 1000 // SAMPLE_RATE) for s in segs],
             text="".join(s.text for s in segs).strip(),
             language=lang,
             duration=len(samples) / SAMPLE_RATE,

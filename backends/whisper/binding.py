@@ -127,6 +127,7 @@ _SIGNATURES = {
     "whisper_lang_id": ([c_char_p], c_int),
     "whisper_is_multilingual": ([c_void_p], c_int),
     "whisper_n_vocab": ([c_void_p], c_int),
+    "whisper_model_ftype": ([c_void_p], c_int),
     "whisper_token_eot": ([c_void_p], c_int),
     "whisper_full_get_segment_t0": ([c_void_p, c_int], ctypes.c_int64),
     "whisper_full_get_segment_t1": ([c_void_p, c_int], ctypes.c_int64),
@@ -270,6 +271,10 @@ class Library:
         if not ctx:
             raise WhisperError(f"{path}: whisper.cpp could not load it as a ggml Whisper model{self._why()} "
                                "(convert with whisper.cpp's models/convert-h5-to-ggml.py)")
+        if self.lib.whisper_model_ftype(ctx) == 0:
+            self.lib.whisper_free(ctx)
+            raise WhisperError(f"{path}: an all-f32 ggml Whisper model: whisper.cpp 1.8.5 aborts on it (its conv1d "
+                               "needs f16 kernels); convert without use-f32 (f16 default) or quantize it")
         return Model(self, ctx)
 
     def load_vad(self, path: str, n_threads: int = 1) -> "VadModel":

