@@ -120,22 +120,24 @@ _SIGNATURES = {
     "whisper_free_params": ([ctypes.POINTER(FullParams)], None),
     "whisper_init_from_file_with_params": ([c_char_p, ContextParams], c_void_p),
     "whisper_free": ([c_void_p], None),
-    "whisper_full": ([c_void_p, FullParams, ctypes.POINTER(c_float), c_int], c_int),
-    "whisper_full_n_segments": ([c_void_p], c_int),
-    "whisper_full_lang_id": ([c_void_p], c_int),
+    "whisper_init_state": ([c_void_p], c_void_p),
+    "whisper_free_state": ([c_void_p], None),
+    "whisper_full_with_state": ([c_void_p, c_void_p, FullParams, ctypes.POINTER(c_float), c_int], c_int),
+    "whisper_full_n_segments_from_state": ([c_void_p], c_int),
+    "whisper_full_lang_id_from_state": ([c_void_p], c_int),
     "whisper_lang_str": ([c_int], c_char_p),
     "whisper_lang_id": ([c_char_p], c_int),
     "whisper_is_multilingual": ([c_void_p], c_int),
     "whisper_n_vocab": ([c_void_p], c_int),
     "whisper_model_ftype": ([c_void_p], c_int),
     "whisper_token_eot": ([c_void_p], c_int),
-    "whisper_full_get_segment_t0": ([c_void_p, c_int], ctypes.c_int64),
-    "whisper_full_get_segment_t1": ([c_void_p, c_int], ctypes.c_int64),
-    "whisper_full_get_segment_text": ([c_void_p, c_int], c_char_p),
-    "whisper_full_n_tokens": ([c_void_p, c_int], c_int),
-    "whisper_full_get_token_id": ([c_void_p, c_int, c_int], c_int),
-    "whisper_full_get_token_text": ([c_void_p, c_int, c_int], c_char_p),
-    "whisper_full_get_token_data": ([c_void_p, c_int, c_int], TokenData),
+    "whisper_full_get_segment_t0_from_state": ([c_void_p, c_int], ctypes.c_int64),
+    "whisper_full_get_segment_t1_from_state": ([c_void_p, c_int], ctypes.c_int64),
+    "whisper_full_get_segment_text_from_state": ([c_void_p, c_int], c_char_p),
+    "whisper_full_n_tokens_from_state": ([c_void_p, c_int], c_int),
+    "whisper_full_get_token_id_from_state": ([c_void_p, c_int, c_int], c_int),
+    "whisper_full_get_token_text_from_state": ([c_void_p, c_void_p, c_int, c_int], c_char_p),
+    "whisper_full_get_token_data_from_state": ([c_void_p, c_int, c_int], TokenData),
     "whisper_vad_default_params": ([], VadParams),
     "whisper_vad_default_context_params": ([], VadContextParams),
     "whisper_vad_init_from_file_with_params": ([c_char_p, VadContextParams], c_void_p),
@@ -290,11 +292,11 @@ class Library:
 
 
 class Model:
-    """A whisper_context. Not thread-safe in whisper.cpp: calls are serialised by a lock."""
+    """A whisper_context (the weights); every transcribe() decodes in its own whisper_state."""
 
     def __init__(self, lib: Library, ctx: int):
         self.library, self.ctx = lib, ctx
-        self.lock = threading.Lock()
+        self.last_token_ids: list[list[int]] = []
         self.multilingual = bool(lib.lib.whisper_is_multilingual(ctx))
         self.eot = lib.lib.whisper_token_eot(ctx)
 
@@ -333,49 +335,58 @@ class Model:
 
     def transcribe(self, samples, on_segment=None, **kw) -> tuple[list[Segment], str]:
         """whisper_full on 16 kHz mono float samples -> (segments, language). on_segment(Segment)
-        is called from whisper.cpp's new-segment callback as each segment is decoded."""
+        is called from whisper.cpp's new-segment callback as each segment is decoded.
+
+        Each call decodes in a fresh whisper_state: whisper.cpp seeds the sampler's RNG (used by
+        the temperature fallback) when a state is made, so the same request gives the same
+        result every time, and the context itself is never mutated."""
         buf, n, _keep_buf = _floats(samples)
         words = kw.get("words", False)
         p, _keep = self.params(**kw)
+        lib = self.library.lib
+        state = lib.whisper_init_state(self.ctx)
+        if not state:
+            raise WhisperError("whisper_init_state failed (out of memory?)")
         done = [0]
-
-        def collect(i):
-            return self._segment(i, words)
-
         cb = None
         if on_segment is not None:
-            def _cb(ctx, state, n_new, user):
-                total = self.library.lib.whisper_full_n_segments(self.ctx)
+            def _cb(ctx, st, n_new, user):
+                total = lib.whisper_full_n_segments_from_state(state)
                 for i in range(done[0], total):
-                    on_segment(collect(i))
+                    on_segment(self._segment(state, i, words))
                 done[0] = total
 
             cb = NEW_SEGMENT_CALLBACK(_cb)
             p.new_segment_callback = ctypes.cast(cb, c_void_p)
-        with self.lock:
-            rc = self.library.lib.whisper_full(self.ctx, p, buf, n)
+        try:
+            rc = lib.whisper_full_with_state(self.ctx, state, p, buf, n)
             if rc != 0:
                 raise WhisperError(f"whisper_full failed with code {rc}")
-            n_seg = self.library.lib.whisper_full_n_segments(self.ctx)
-            segments = [collect(i) for i in range(n_seg)]
-            lang_id = self.library.lib.whisper_full_lang_id(self.ctx)
-        lang = self.library.lib.whisper_lang_str(lang_id) if lang_id >= 0 else None
+            segments = [self._segment(state, i, words) for i in range(lib.whisper_full_n_segments_from_state(state))]
+            lang_id = lib.whisper_full_lang_id_from_state(state)
+            self.last_token_ids = [
+                [lib.whisper_full_get_token_id_from_state(state, i, j)
+                 for j in range(lib.whisper_full_n_tokens_from_state(state, i))]
+                for i in range(lib.whisper_full_n_segments_from_state(state))]
+        finally:
+            lib.whisper_free_state(state)
+        lang = lib.whisper_lang_str(lang_id) if lang_id >= 0 else None
         return segments, (lang or b"").decode()
 
-    def _segment(self, i: int, words: bool) -> Segment:
+    def _segment(self, state, i: int, words: bool) -> Segment:
         lib = self.library.lib
-        text = lib.whisper_full_get_segment_text(self.ctx, i).decode("utf-8", "replace")
-        n_tok = lib.whisper_full_n_tokens(self.ctx, i)
+        text = lib.whisper_full_get_segment_text_from_state(state, i).decode("utf-8", "replace")
+        n_tok = lib.whisper_full_n_tokens_from_state(state, i)
         tokens, out_words = [], []
         pieces: list[bytes] = []
         for j in range(n_tok):
-            tid = lib.whisper_full_get_token_id(self.ctx, i, j)
+            tid = lib.whisper_full_get_token_id_from_state(state, i, j)
             if tid >= self.eot:  # special and timestamp tokens
                 continue
             tokens.append(tid)
             if words:
-                data = lib.whisper_full_get_token_data(self.ctx, i, j)
-                piece = lib.whisper_full_get_token_text(self.ctx, i, j)
+                data = lib.whisper_full_get_token_data_from_state(state, i, j)
+                piece = lib.whisper_full_get_token_text_from_state(self.ctx, state, i, j)
                 # A token starting with a space starts a new word (byte-level BPE).
                 if not out_words or piece.startswith(b" "):
                     pieces.append(piece)
@@ -386,14 +397,13 @@ class Model:
         for w, piece in zip(out_words, pieces):
             w.text = piece.decode("utf-8", "replace").strip()
         out_words = [w for w in out_words if w.text]
-        t0, t1 = lib.whisper_full_get_segment_t0(self.ctx, i), lib.whisper_full_get_segment_t1(self.ctx, i)
+        t0 = lib.whisper_full_get_segment_t0_from_state(state, i)
+        t1 = lib.whisper_full_get_segment_t1_from_state(state, i)
         return Segment(i, t0 * 10, t1 * 10, text, tokens, out_words)  # centiseconds -> ms
 
     def token_ids(self) -> list[list[int]]:
-        """All token ids (special ones included) of the last whisper_full, per segment."""
-        lib = self.library.lib
-        return [[lib.whisper_full_get_token_id(self.ctx, i, j) for j in range(lib.whisper_full_n_tokens(self.ctx, i))]
-                for i in range(lib.whisper_full_n_segments(self.ctx))]
+        """All token ids (special ones included) of the last transcribe(), per segment."""
+        return self.last_token_ids
 
 
 class VadModel:
