@@ -29,7 +29,9 @@ from backends.proto import backend_pb2
 from .binding import CPU_LEVELS, SAMPLE_RATE, Library, WhisperError, cpu_flags
 
 MAX_AUDIO_SECONDS = 4 * 3600  # whisper_full takes an int sample count; bound memory too
-MAX_VAD_SAMPLES = 3600 * SAMPLE_RATE  # one hour of 16 kHz audio per VAD call
+# 10 min of 16 kHz audio per VAD call (38.4 MB of floats: inside gRPC's 50 MB message limit,
+# which answers RESOURCE_EXHAUSTED above it).
+MAX_VAD_SAMPLES = 600 * SAMPLE_RATE
 ENGINE_DIR = "engines/whisper-cpp"
 
 
@@ -247,7 +249,8 @@ class WhisperServicer(BaseServicer):
 
         require(len(request.audio) > 0, "audio is empty: send 16 kHz mono float samples")
         require(len(request.audio) <= MAX_VAD_SAMPLES,
-                f"audio has {len(request.audio)} samples, over the limit of {MAX_VAD_SAMPLES} (1 h at 16 kHz)")
+                f"audio has {len(request.audio)} samples, over the limit of {MAX_VAD_SAMPLES} (10 min at 16 kHz): "
+                "split it")
         loaded: Loaded = self.require_model()
         audio = np.asarray(request.audio, dtype=np.float32)
         require(bool(np.isfinite(audio).all()), "audio contains NaN or infinite samples")

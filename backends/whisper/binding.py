@@ -160,6 +160,58 @@ class WhisperError(Exception):
     pass
 
 
+GGML_MAGIC = 0x67676D6C
+
+
+def check_model_file(path) -> None:
+    """Validates a ggml Whisper file's header, mel filters and vocabulary before whisper.cpp
+    reads it: whisper.cpp trusts these numbers (a zeroed header aborts the process inside ggml),
+    and a backend must answer a bad file with an error, not die. Tensors are checked by
+    whisper.cpp itself (it reports wrong shapes and short reads as load failures)."""
+    import os
+    import struct
+
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(4 * 12)
+        if len(head) < 48:
+            raise WhisperError(f"{path}: {size} bytes, too short for a ggml Whisper header")
+        magic, *hp = struct.unpack("<12i", head)
+        if magic != GGML_MAGIC:
+            raise WhisperError(f"{path}: not a ggml Whisper model (magic {magic:#x}, expected {GGML_MAGIC:#x}; "
+                               "GGUF files are not whisper.cpp models)")
+        names = ("n_vocab", "n_audio_ctx", "n_audio_state", "n_audio_head", "n_audio_layer", "n_text_ctx",
+                 "n_text_state", "n_text_head", "n_text_layer", "n_mels", "ftype")
+        h = dict(zip(names, hp))
+        limits = {"n_vocab": (51864, 52000), "n_audio_ctx": (1, 1500), "n_audio_state": (1, 8192),
+                  "n_audio_head": (1, 256), "n_audio_layer": (1, 256), "n_text_ctx": (1, 4096),
+                  "n_text_state": (1, 8192), "n_text_head": (1, 256), "n_text_layer": (1, 256),
+                  "n_mels": (80, 128), "ftype": (0, 1040)}
+        bad = {k: h[k] for k, (lo, hi) in limits.items() if not lo <= h[k] <= hi}
+        for st, hd in (("n_audio_state", "n_audio_head"), ("n_text_state", "n_text_head")):
+            if not bad and h[st] % h[hd]:
+                bad[st] = f"{h[st]} not divisible by {hd}={h[hd]}"
+        if bad:
+            raise WhisperError(f"{path}: hyperparameters out of range for a Whisper model: {bad}")
+        n_mel, n_fft = struct.unpack("<2i", f.read(8))
+        if not (1 <= n_mel <= 256 and 1 <= n_fft <= 4096) or f.tell() + 4 * n_mel * n_fft > size:
+            raise WhisperError(f"{path}: bad mel filterbank {n_mel}x{n_fft}")
+        f.seek(4 * n_mel * n_fft, 1)
+        (n_words,) = struct.unpack("<i", f.read(4) or b"\xff\xff\xff\xff")
+        if not 0 <= n_words <= h["n_vocab"]:
+            raise WhisperError(f"{path}: vocabulary of {n_words} words for n_vocab={h['n_vocab']}")
+        for _ in range(n_words):
+            raw = f.read(4)
+            if len(raw) < 4:
+                raise WhisperError(f"{path}: truncated vocabulary")
+            (n,) = struct.unpack("<i", raw)
+            if not 0 <= n <= 4096 or f.tell() + n > size:
+                raise WhisperError(f"{path}: bad vocabulary entry length {n}")
+            f.seek(n, 1)
+        if f.tell() >= size:
+            raise WhisperError(f"{path}: no tensors after the vocabulary (truncated file)")
+
+
 def _floats(samples) -> tuple[ctypes.Array, int]:
     """A float32 buffer of `samples` (a numpy float32 array, array('f') or a sequence)."""
     try:
@@ -265,6 +317,7 @@ class Library:
         return ("; whisper.cpp says: " + " | ".join(lines[-3:])) if lines else ""
 
     def load(self, path: str) -> "Model":
+        check_model_file(path)
         params = self.context_default_params()
         params.use_gpu = False
         params.flash_attn = False

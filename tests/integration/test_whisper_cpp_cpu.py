@@ -141,20 +141,41 @@ def test_greedy_tokens_match_transformers(pex, models, speech, tmp_path) -> None
 ONNX_PROBS = """
 import json, sys
 import numpy as np
-from localai_backend.backend import SileroVADServicer
+from localai_backend.backend import CONTEXT, SAMPLE_RATE, WINDOW, SileroVADServicer
 
 class Request:
     Threads = 1
 
 servicer = SileroVADServicer.__new__(SileroVADServicer)
 session = servicer.load(Request(), "")
-print(json.dumps([servicer.probabilities(session, np.load(p)) for p in sys.argv[1:]]))
+
+
+def whisper_cpp_framing(audio):
+    # whisper.cpp feeds each 512-sample window alone and reflect-pads it by 64 on the left
+    # (ggml_pad_reflect_1d) where Silero puts the previous window's last 64 samples.
+    state = np.zeros((2, 1, 128), dtype=np.float32)
+    sr = np.array(SAMPLE_RATE, dtype=np.int64)
+    probs = []
+    for off in range(0, len(audio), WINDOW):
+        chunk = np.pad(audio[off:off + WINDOW], (0, max(0, WINDOW - len(audio[off:off + WINDOW]))))
+        x = np.concatenate([chunk[1:CONTEXT + 1][::-1], chunk])[None, :].astype(np.float32)
+        out, state = session.run(None, {"input": x, "state": state, "sr": sr})
+        probs.append(float(out[0][0]))
+    return probs
+
+
+out = []
+for p in sys.argv[1:]:
+    audio = np.load(p)
+    out.append({"silero": servicer.probabilities(session, audio), "whisper_cpp_framing": whisper_cpp_framing(audio)})
+print(json.dumps(out))
 """
 
 
-def onnxruntime_probabilities(audios, tmp_path) -> list[list[float]]:
+def onnxruntime_probabilities(audios, tmp_path) -> list[dict]:
     """Silero VAD on onnxruntime with the silero-vad package's ONNX model, run inside
-    backends/silero-vad:cpu's PEX (the reference's own locked environment)."""
+    backends/silero-vad:cpu's PEX (the reference's own locked environment): per window, as the
+    silero-vad backend frames it, and with whisper.cpp's framing."""
     files = []
     for i, a in enumerate(audios):
         files.append(tmp_path / f"audio{i}.npy")
@@ -180,6 +201,11 @@ def vad_cases(speech):
 
 
 def test_vad_probabilities_match_onnxruntime(pex, speech, tmp_path) -> None:
+    """The converted model on ggml computes what the ONNX model computes: within 1e-3 per window
+    on the same input samples. whisper.cpp frames differently from Silero (each 512-sample window
+    reflect-padded on the left instead of prefixed with the previous window's 64 samples), so
+    against Silero's own framing the probabilities differ (printed; measured up to ~0.49 on the
+    synthetic speech) while the segments agree (next test)."""
     from backends.whisper.binding import Library
 
     lib = Library(packaged_file(pex, "whisper-cpp/avx2/libwhisper.so", tmp_path / "libwhisper.so"))
@@ -187,10 +213,14 @@ def test_vad_probabilities_match_onnxruntime(pex, speech, tmp_path) -> None:
     cases = vad_cases(speech)
     refs = onnxruntime_probabilities(list(cases.values()), tmp_path)
     for (name, audio), ref in zip(cases.items(), refs):
-        ours = vad.probabilities(audio)
-        assert len(ours) == len(ref), (name, len(ours), len(ref))
-        diff = float(np.max(np.abs(np.asarray(ours) - np.asarray(ref))))
-        print(f"{name}: {len(ours)} windows, max |whisper.cpp - onnxruntime| = {diff:.2e}")
+        ours = np.asarray(vad.probabilities(audio))
+        same = np.asarray(ref["whisper_cpp_framing"])
+        silero = np.asarray(ref["silero"])
+        assert len(ours) == len(same) == len(silero), (name, len(ours), len(same), len(silero))
+        diff = float(np.max(np.abs(ours - same)))
+        framing = float(np.max(np.abs(ours - silero)))
+        print(f"{name}: {len(ours)} windows; max |whisper.cpp - onnxruntime| = {diff:.2e} on the same input, "
+              f"{framing:.2e} against Silero's framing")
         assert diff <= 1e-3, (name, diff)
 
 
@@ -238,7 +268,9 @@ def test_bad_input_is_invalid_argument_and_the_server_keeps_serving(loaded, tmp_
                 backend_pb2.TranscriptRequest(dst=str(wav), temperature=-1))
     for samples in ([], [0.0, float("nan")], [float("inf")]):
         expect_code(Code.INVALID_ARGUMENT, stub.VAD, backend_pb2.VADRequest(audio=samples))
-    err = expect_code(Code.INVALID_ARGUMENT, stub.VAD, backend_pb2.VADRequest(audio=[0.0] * (3600 * SAMPLE_RATE + 1)))
+    from backends.whisper.backend import MAX_VAD_SAMPLES
+
+    err = expect_code(Code.INVALID_ARGUMENT, stub.VAD, backend_pb2.VADRequest(audio=[0.0] * (MAX_VAD_SAMPLES + 1)))
     assert "limit" in err.details()
     assert_healthy(stub)
     assert state(stub) == backend_pb2.StatusResponse.READY
@@ -255,14 +287,19 @@ def test_bad_input_is_invalid_argument_and_the_server_keeps_serving(loaded, tmp_
     assert abs(res.duration - 1.0) < 1e-3
 
 
-def test_load_errors(tmp_path) -> None:
+def test_load_errors(tmp_path, models) -> None:
     broken = tmp_path / "broken.bin"
-    broken.write_bytes(b"lmgg" + b"\0" * 64)
+    broken.write_bytes(b"lmgg" + b"\0" * 64)  # a zeroed header: whisper.cpp itself would abort on it
+    truncated = tmp_path / "truncated.bin"
+    data = models[1].read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
     with BackendProcess("whisper") as proc:
         expect_code(Code.FAILED_PRECONDITION, proc.stub.VAD, backend_pb2.VADRequest(audio=[0.0] * 512))
         err = expect_code(Code.NOT_FOUND, proc.stub.LoadModel, backend_pb2.ModelOptions(Model=str(tmp_path / "x.bin")))
         assert "x.bin" in err.details()
         err = expect_code(Code.INVALID_ARGUMENT, proc.stub.LoadModel, backend_pb2.ModelOptions(Model=str(broken)))
         assert "broken.bin" in err.details()
+        err = expect_code(Code.INVALID_ARGUMENT, proc.stub.LoadModel, backend_pb2.ModelOptions(Model=str(truncated)))
+        assert "truncated.bin" in err.details() and "not all tensors" in err.details()
         assert state(proc.stub) == backend_pb2.StatusResponse.UNINITIALIZED
         assert_healthy(proc.stub)
