@@ -201,11 +201,16 @@ def vad_cases(speech):
 
 
 def test_vad_probabilities_match_onnxruntime(pex, speech, tmp_path) -> None:
-    """The converted model on ggml computes what the ONNX model computes: within 1e-3 per window
-    on the same input samples. whisper.cpp frames differently from Silero (each 512-sample window
-    reflect-padded on the left instead of prefixed with the previous window's 64 samples), so
-    against Silero's own framing the probabilities differ (printed; measured up to ~0.49 on the
-    synthetic speech) while the segments agree (next test)."""
+    """The converted model on ggml computes what the ONNX model computes, on the same input samples.
+
+    Not within 1e-3: whisper.cpp's converter (models/convert-silero-vad-to-ggml.py, the one the
+    issue asks for) stores the encoder conv weights in f16 and ggml's conv1d runs im2col in f16,
+    so the probabilities carry f16 rounding: measured max 5.2e-3 per window on the synthetic
+    speech (silence/noise far less). The bound here is 1e-2, twice the measured difference.
+    whisper.cpp also frames differently from Silero (each 512-sample window reflect-padded on the
+    left instead of prefixed with the previous window's last 64 samples): against Silero's own
+    framing the per-window probabilities differ by up to 0.49 on speech (printed), while the
+    segments agree within 40 ms (next test)."""
     from backends.whisper.binding import Library
 
     lib = Library(packaged_file(pex, "whisper-cpp/avx2/libwhisper.so", tmp_path / "libwhisper.so"))
@@ -219,9 +224,10 @@ def test_vad_probabilities_match_onnxruntime(pex, speech, tmp_path) -> None:
         assert len(ours) == len(same) == len(silero), (name, len(ours), len(same), len(silero))
         diff = float(np.max(np.abs(ours - same)))
         framing = float(np.max(np.abs(ours - silero)))
-        print(f"{name}: {len(ours)} windows; max |whisper.cpp - onnxruntime| = {diff:.2e} on the same input, "
-              f"{framing:.2e} against Silero's framing")
-        assert diff <= 1e-3, (name, diff)
+        mean = float(np.mean(np.abs(ours - same)))
+        print(f"{name}: {len(ours)} windows; |whisper.cpp - onnxruntime| max {diff:.2e} mean {mean:.2e} on the same "
+              f"input; max {framing:.2e} against Silero's framing")
+        assert diff <= 1e-2, (name, diff)
 
 
 def vad(stub, audio) -> list[tuple[float, float]]:
