@@ -7,7 +7,8 @@ one measurement per child process (load time, run time, peak RSS of that process
   greedy, no fallback) vs transformers (greedy generate, f32) vs faster-whisper (CTranslate2 int8).
 
   python bench/whisper_cpp_vs_python.py --lib dist/engines/whisper-cpp/avx2/libwhisper.so \
-      --vad-model dist/engines/whisper-cpp/silero-vad/silero-vad-v6.2.3-ggml.bin --work /tmp/wbench
+      --vad-model dist/engines/whisper-cpp/silero-vad/silero-vad-v6.2.3-ggml.bin --work /tmp/wbench \
+      --sdist <pywhispercpp-1.5.1.tar.gz>
 
 Run from the repository root in an environment with numpy, onnxruntime, silero-vad, torch,
 transformers, faster-whisper (the tests resolve plus onnxruntime/silero-vad). Prints a Markdown
@@ -101,12 +102,18 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--skip", action="append", default=[])
+    p.add_argument("--sdist", default="3rdparty/native/pywhispercpp-1.5.1.tar.gz",
+                   help="the pinned pywhispercpp sdist (its converter makes the tiny model): "
+                        "pants package 3rdparty/native:pywhispercpp-sdist, or PyPI's file checked by sha256")
     a = p.parse_args()
     import numpy as np
 
     sys.path.insert(0, os.getcwd())
     from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice
+    from tests.integration import whisper_cpp_models
     from tests.integration.whisper_cpp_models import tiny_whisper
+
+    whisper_cpp_models.SDIST = Path(a.sdist)
 
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
