@@ -3,7 +3,7 @@
 import os
 
 from backends.common.audio import validate_tts, write_wav
-from backends.common.errors import NotFound
+from backends.common.errors import InvalidArgument, NotFound
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
@@ -46,7 +46,10 @@ class ChatterboxServicer(BaseServicer):
         kwargs = {}
         for key in ("exaggeration", "cfg_weight", "temperature"):
             if key in request.params:
-                kwargs[key] = float(request.params[key])
+                try:
+                    kwargs[key] = float(request.params[key])
+                except ValueError:
+                    raise InvalidArgument(f"params[{key!r}] must be a number, got {request.params[key]!r}") from None
         wav = model.generate(request.text, audio_prompt_path=reference, **kwargs)
         write_wav(request.dst, wav, model.sr)
         return backend_pb2.Result(success=True, message=f"audio written to {request.dst}")

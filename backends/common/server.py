@@ -1,21 +1,21 @@
 """gRPC server runtime shared by every Python backend.
 
 ``serve(servicer_factory)`` is what each backend's ``main()`` calls. ``BaseServicer`` gives
-Health, Status, Free and a locked LoadModel; every RPC a subclass defines is wrapped so that
+Health, Status, Free and LoadModel; every RPC a subclass defines is wrapped so that
 ``backends.common.errors`` exceptions become the matching gRPC status code and any other
-exception becomes INTERNAL, and the server keeps serving.
+exception becomes INTERNAL, and the server keeps serving. The wrapper also gives each model
+RPC a lease on the loaded model (``lifecycle``) and applies LocalAI's model-identity check
+(``identity``); ``aio_server`` adds the bearer token, the parent watch and the threads.
 """
 
 import argparse
 import functools
 import inspect
 import os
-import signal
 import sys
 import threading
 import traceback
-from concurrent import futures
-from typing import Callable, Optional
+from typing import Callable
 
 import grpc
 
@@ -31,13 +31,10 @@ from .errors import (  # noqa: F401 (re-exported for backends)
     Unimplemented,
     require,
 )
+from .identity import GUARDED_RPCS, mismatch
+from .lifecycle import Loaded, ModelSlot
 from .paths import resolve_model_path
 
-MAX_MESSAGE_BYTES = 50 * 1024 * 1024
-# Threads beyond --workers that keep Health/Status/LoadModel/Free answering while every
-# worker is busy running the model. Model RPCs queued for a worker hold a pool thread too, so
-# this also bounds how many queued requests Health can wait behind (4 was starved by 8 clients).
-CONTROL_THREADS = 32
 CONTROL_RPCS = frozenset({"Health", "Status", "Free", "LoadModel"})
 RPC_NAMES = frozenset(
     name
@@ -69,48 +66,95 @@ def _abort(name: str, exc: BaseException, context) -> None:
     context.abort(code, _message(exc))
 
 
+_current = threading.local()  # .loaded: the Loaded the running model RPC holds a lease on
+
+
+@functools.lru_cache(maxsize=None)
+def _has_identity(request_type) -> bool:
+    return "ModelIdentity" in request_type.DESCRIPTOR.fields_by_name
+
+
+class _Lease:
+    """A model RPC's lease, with the identity check LocalAI applies to the guarded RPCs."""
+
+    def __init__(self, servicer, name, request):
+        self._cm = servicer._slot.lease()
+        self._name, self._request = name, request
+
+    def __enter__(self):
+        loaded = self._cm.__enter__()
+        try:
+            request = self._request
+            if loaded is not None and self._name in GUARDED_RPCS and _has_identity(type(request)):
+                wrong = mismatch(loaded.identity, request.ModelIdentity)
+                if wrong:
+                    raise NotFound(wrong)
+        except BaseException:
+            self._cm.__exit__(None, None, None)
+            raise
+        return loaded
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+
+class _Holding:
+    """Makes ``loaded`` the model ``require_model()`` sees on this thread."""
+
+    def __init__(self, loaded):
+        self._loaded = loaded
+
+    def __enter__(self):
+        self._saved = getattr(_current, "loaded", None)
+        _current.loaded = self._loaded
+
+    def __exit__(self, *exc):
+        _current.loaded = self._saved
+
+
 def wrap_rpc(name: str, func: Callable) -> Callable:
     """Map exceptions raised by an RPC implementation to gRPC status codes.
 
-    Model RPCs (all but Health/Status/Free/LoadModel) also take the servicer's inference
-    semaphore, which bounds concurrent inference to ``--workers``.
+    Model RPCs (all but Health/Status/Free/LoadModel) hold a lease on the loaded model for
+    their whole run, streams included, so Free/LoadModel wait for them to end.
     """
     if getattr(func, "__rpc_wrapped__", False):
         return func
-    limited = name not in CONTROL_RPCS
+    leased = name not in CONTROL_RPCS
 
     if inspect.isgeneratorfunction(func):
 
         @functools.wraps(func)
         def stream_wrapper(self, request, context):
-            sem = self._inference_slots if limited else None
-            if sem is not None:
-                sem.acquire()
             try:
-                try:
-                    yield from func(self, request, context)
-                except Exception as exc:  # noqa: BLE001
-                    _abort(name, exc, context)
-            finally:
-                if sem is not None:
-                    sem.release()
+                with (_Lease(self, name, request) if leased else _Holding(None)) as loaded:
+                    inner = func(self, request, context)
+                    try:
+                        while True:
+                            # Each step may run on another thread: hold the lease there.
+                            with _Holding(loaded):
+                                try:
+                                    item = next(inner)
+                                except StopIteration:
+                                    return
+                            yield item
+                    finally:
+                        inner.close()
+            except Exception as exc:  # noqa: BLE001
+                _abort(name, exc, context)
 
         wrapper = stream_wrapper
     else:
 
         @functools.wraps(func)
         def unary_wrapper(self, request, context):
-            sem = self._inference_slots if limited else None
-            if sem is not None:
-                sem.acquire()
             try:
-                try:
+                if not leased:
                     return func(self, request, context)
-                except Exception as exc:  # noqa: BLE001
-                    _abort(name, exc, context)
-            finally:
-                if sem is not None:
-                    sem.release()
+                with _Lease(self, name, request) as loaded, _Holding(loaded):
+                    return func(self, request, context)
+            except Exception as exc:  # noqa: BLE001
+                _abort(name, exc, context)
 
         wrapper = unary_wrapper
     wrapper.__rpc_wrapped__ = True
@@ -120,9 +164,10 @@ def wrap_rpc(name: str, func: Callable) -> Callable:
 class BaseServicer(backend_pb2_grpc.BackendServicer):
     """Health/Status/Free/LoadModel plumbing; subclasses implement ``load(request, path)``.
 
-    ``load`` returns the loaded model object (anything non-None) which is stored in
-    ``self.model``; ``unload()`` may be overridden to release it. Model RPCs call
-    ``self.require_model()`` first. RPCs not implemented answer UNIMPLEMENTED.
+    ``load`` returns the loaded model object (anything non-None); model RPCs get it from
+    ``self.require_model()`` (or ``self.model``), which is the model their lease holds.
+    ``unload()`` may be overridden to release ``self.model``; it runs only when no model
+    RPC is in flight. RPCs not implemented answer UNIMPLEMENTED.
     """
 
     # Whether load() accepts an empty ModelOptions.Model (e.g. a bundled default model).
@@ -135,12 +180,8 @@ class BaseServicer(backend_pb2_grpc.BackendServicer):
                 setattr(cls, name, wrap_rpc(name, cls.__dict__[name]))
 
     def __init__(self, workers: int = 1):
-        self.model = None
-        self.model_options = None
-        self.model_path = ""
-        self._state = backend_pb2.StatusResponse.UNINITIALIZED
-        self._load_lock = threading.Lock()
-        self._inference_slots = threading.BoundedSemaphore(max(1, int(workers)))
+        self.workers = max(1, int(workers))
+        self._slot = ModelSlot()
 
     # ---- hooks for subclasses ---------------------------------------------------------
     def resolve_path(self, request) -> str:
@@ -153,26 +194,51 @@ class BaseServicer(backend_pb2_grpc.BackendServicer):
         raise Unimplemented(f"{type(self).__name__} does not implement LoadModel")
 
     def unload(self) -> None:
-        self.model = None
-        try:
-            import gc
+        """Release ``self.model`` (called with no model RPC in flight)."""
+        import gc
 
-            gc.collect()
-        except Exception:  # noqa: BLE001
-            pass
+        gc.collect()
 
-    # ---- state --------------------------------------------------------------------------
+    # ---- the loaded model ---------------------------------------------------------------
+    def _loaded(self):
+        held = getattr(_current, "loaded", None)
+        return held if held is not None else self._slot.loaded
+
+    @property
+    def model(self):
+        loaded = self._loaded()
+        return loaded.model if loaded else None
+
+    @model.setter
+    def model(self, value) -> None:
+        """Install a model without LoadModel (unit tests), with the same exclusion."""
+        with self._slot.exclusive("set the model"):
+            self._slot.set(None if value is None else Loaded(model=value, options=None, path="", identity=""))
+
+    @property
+    def model_options(self):
+        loaded = self._loaded()
+        return loaded.options if loaded else None
+
+    @property
+    def model_path(self) -> str:
+        loaded = self._loaded()
+        return loaded.path if loaded else ""
+
     @property
     def state(self):
-        return self._state
+        if self._slot.busy:
+            return backend_pb2.StatusResponse.BUSY
+        if self._slot.loaded is not None:
+            return backend_pb2.StatusResponse.READY
+        return backend_pb2.StatusResponse.UNINITIALIZED
 
     def require_model(self):
-        """The loaded model, or FAILED_PRECONDITION / ABORTED when there is none."""
-        if self._state == backend_pb2.StatusResponse.BUSY:
-            raise Busy("a LoadModel is in flight: retry when it has finished")
-        if self.model is None:
+        """The model this RPC's lease holds, or FAILED_PRECONDITION when there is none."""
+        model = self.model
+        if model is None:
             raise FailedPrecondition(NO_MODEL_MESSAGE)
-        return self.model
+        return model
 
     # ---- RPCs ---------------------------------------------------------------------------
     def Health(self, request, context):
@@ -188,50 +254,26 @@ class BaseServicer(backend_pb2_grpc.BackendServicer):
             memory.breakdown["max_rss"] = int(rss_kib) * 1024
         except Exception:  # noqa: BLE001
             pass
-        return backend_pb2.StatusResponse(state=self._state, memory=memory)
+        return backend_pb2.StatusResponse(state=self.state, memory=memory)
 
     def Free(self, request, context):
-        if not self._load_lock.acquire(blocking=False):
-            raise Busy("a LoadModel is in flight: cannot free now")
-        try:
-            self.unload()
-            self.model = None
-            self.model_options = None
-            self._state = backend_pb2.StatusResponse.UNINITIALIZED
-        finally:
-            self._load_lock.release()
+        with self._slot.exclusive("free"):
+            if self._slot.loaded is not None:
+                self.unload()
+                self._slot.set(None)
         return backend_pb2.Result(success=True, message="model freed")
 
     def LoadModel(self, request, context):
-        if not self._load_lock.acquire(blocking=False):
-            raise Busy("a LoadModel is already in flight")
-        previous_state = self._state
-        try:
-            self._state = backend_pb2.StatusResponse.BUSY
+        with self._slot.exclusive("load a model"):
             path = self.resolve_path(request)
-            if self.model is not None:
+            if self._slot.loaded is not None:
                 self.unload()
-                self.model = None
+                self._slot.set(None)
             model = self.load(request, path)
             if model is None:
                 raise RuntimeError("load() returned no model")
-            self.model = model
-            self.model_options = request
-            self.model_path = path
-            self._state = backend_pb2.StatusResponse.READY
-            return backend_pb2.Result(success=True, message=f"model loaded: {path or '(bundled)'}")
-        except BaseException:
-            if self.model is None:
-                self._state = (
-                    backend_pb2.StatusResponse.UNINITIALIZED
-                    if previous_state != backend_pb2.StatusResponse.ERROR
-                    else previous_state
-                )
-            else:
-                self._state = backend_pb2.StatusResponse.READY
-            raise
-        finally:
-            self._load_lock.release()
+            self._slot.set(Loaded(model=model, options=request, path=path, identity=request.Model))
+        return backend_pb2.Result(success=True, message=f"model loaded: {path or '(bundled)'}")
 
 
 # Wrap BaseServicer's own RPCs too.
@@ -272,42 +314,15 @@ def parse_args(argv=None, environ=None):
 
 
 def serve(servicer_factory: Callable[..., BaseServicer], argv=None) -> int:
-    """Run the gRPC server until SIGTERM/SIGINT. ``servicer_factory(workers=N)``."""
+    """Run the gRPC server until SIGTERM/SIGINT or the parent's death. ``servicer_factory(workers=N)``."""
+    from . import aio_server
+
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    options = [
-        ("grpc.max_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ]
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=args.workers + CONTROL_THREADS), options=options
-    )
     try:
         servicer = servicer_factory(workers=args.workers)
     except TypeError:
         servicer = servicer_factory()
-    backend_pb2_grpc.add_BackendServicer_to_server(servicer, server)
-    try:
-        port = server.add_insecure_port(args.addr)
-    except RuntimeError as exc:
-        print(f"cannot listen on {args.addr}: {exc}", file=sys.stderr)
-        return 1
-    if not port:
-        print(f"cannot listen on {args.addr}", file=sys.stderr)
-        return 1
-    server.start()
-    stop = threading.Event()
-
-    def _on_signal(signum, frame):
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    print(f"backend listening on {args.addr}", file=sys.stderr, flush=True)
-    while not stop.wait(0.5):
-        pass
-    server.stop(args.grace).wait()
-    return 0
+    return aio_server.serve(servicer, args.addr, workers=args.workers, grace=args.grace)
 
 
 def run(servicer_factory, argv=None) -> None:

@@ -67,16 +67,20 @@ def failed_in_audio_decoding(exc: BaseException) -> bool:
     return False
 
 
+NS_PER_SECOND = 1_000_000_000
+
+
 def to_segment(index: int, seg) -> "backend_pb2.TranscriptSegment":
-    """faster-whisper Segment (seconds) -> TranscriptSegment (start/end in milliseconds)."""
+    """faster-whisper Segment (seconds) -> TranscriptSegment; times in nanoseconds, as
+    LocalAI's backends send them (its Go side reads them as a time.Duration)."""
     words = [
-        backend_pb2.TranscriptWord(word=w.word, start=int(w.start * 1000), end=int(w.end * 1000))
+        backend_pb2.TranscriptWord(start=int(w.start * NS_PER_SECOND), end=int(w.end * NS_PER_SECOND), text=w.word)
         for w in (getattr(seg, "words", None) or [])
     ]
     return backend_pb2.TranscriptSegment(
         id=index,
-        start=int(seg.start * 1000),
-        end=int(seg.end * 1000),
+        start=int(seg.start * NS_PER_SECOND),
+        end=int(seg.end * NS_PER_SECOND),
         text=seg.text,
         tokens=list(seg.tokens or []),
         words=words,

@@ -2,14 +2,21 @@
 
 Model: a directory with ``config.json`` and a ``*.pth`` checkpoint (and ``voices/*.pt``),
 or empty / ``hexgrad/Kokoro-82M`` for kokoro's own download. ``voice`` names a voice
-(e.g. ``af_heart``) or a ``.pt`` voice file; the language comes from the voice's first
-letter unless ``language`` is given.
+(e.g. ``af_heart``) or a ``.pt`` voice file.
+
+Language (Kokoro's one-letter lang_code), as LocalAI does it: ``TTSRequest.language`` mapped by
+the table of LocalAI's Kokoro-on-MLX backend (``american_english`` -> ``a``, ``spanish`` -> ``e``,
+..., the codes themselves) plus Kokoro's own ISO aliases (``en-us``, ``es``, ``pt-br``, ...; ``en``
+is American English, LocalAI's default); without it, LocalAI's kokoro backend's ``lang_code:<c>``
+LoadModel option or ``KOKORO_LANG_CODE``; without those, the voice's first letter (``bf_emma``
+-> ``b``), as LocalAI's MLX backend does; else ``a``. An unknown language is INVALID_ARGUMENT.
 """
 
 import glob
 import os
 
 from backends.common.audio import validate_tts, write_wav
+from backends.common.errors import InvalidArgument
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
@@ -17,11 +24,57 @@ SAMPLE_RATE = 24000
 DEFAULT_VOICE = "af_heart"
 
 
-def lang_code_for(voice: str, language: str = "") -> str:
-    if language:
-        return language[0].lower()
+KOKORO_CODES = frozenset("abefhijpz")
+# LocalAI backend/python/mlx-audio/backend.py _map_language_code (Kokoro's language names).
+LOCALAI_LANGUAGE_NAMES = {
+    "american_english": "a",
+    "british_english": "b",
+    "spanish": "e",
+    "french": "f",
+    "hindi": "h",
+    "italian": "i",
+    "portuguese": "p",
+    "japanese": "j",
+    "mandarin_chinese": "z",
+}
+# kokoro.pipeline.ALIASES (ISO codes KPipeline accepts), and bare "en" as American English.
+ISO_ALIASES = {
+    "en-us": "a", "en-gb": "b", "es": "e", "fr-fr": "f", "hi": "h", "it": "i", "pt-br": "p", "ja": "j", "zh": "z",
+    "en": "a", "fr": "f", "pt": "p",
+}
+
+
+def parse_options(options) -> dict:
+    """LocalAI's ``ModelOptions.Options``: "key:value" strings (others ignored)."""
+    parsed = {}
+    for opt in options:
+        if ":" in opt:
+            key, value = opt.split(":", 1)
+            parsed[key.strip()] = value.strip()
+    return parsed
+
+
+def language_code(language: str) -> str:
+    key = language.strip().lower()
+    if key in KOKORO_CODES:
+        return key
+    if key in LOCALAI_LANGUAGE_NAMES:
+        return LOCALAI_LANGUAGE_NAMES[key]
+    if key.replace("_", "-") in ISO_ALIASES:
+        return ISO_ALIASES[key.replace("_", "-")]
+    accepted = sorted(KOKORO_CODES) + sorted(LOCALAI_LANGUAGE_NAMES) + sorted(ISO_ALIASES)
+    raise InvalidArgument(f"language {language!r} is not one Kokoro speaks; use one of: {', '.join(accepted)}")
+
+
+def lang_code_for(voice: str, language: str = "", option: str = "", environ=None) -> str:
+    """Kokoro's lang_code for a request (see the module docstring for the order)."""
+    environ = os.environ if environ is None else environ
+    for given in (language, option, environ.get("KOKORO_LANG_CODE", "")):
+        if given and given.strip():
+            return language_code(given)
     name = os.path.basename(voice) if voice else DEFAULT_VOICE
-    return name[0].lower() if name else "a"
+    first = name[:1].lower()
+    return first if first in KOKORO_CODES else "a"
 
 
 class KokoroServicer(BaseServicer):
@@ -48,6 +101,9 @@ class KokoroServicer(BaseServicer):
             model = KModel()
             self.voices_dir = None
         self.pipelines = {}
+        self.lang_option = parse_options(request.Options).get("lang_code", "")
+        if self.lang_option:
+            language_code(self.lang_option)  # an unknown lang_code fails LoadModel, not every TTS
         return model.to(device).eval()
 
     def _pipeline(self, lang):
@@ -68,7 +124,7 @@ class KokoroServicer(BaseServicer):
             if os.path.isfile(local):
                 voice = local
         language = request.language if request.HasField("language") else ""
-        pipeline = self._pipeline(lang_code_for(request.voice or DEFAULT_VOICE, language))
+        pipeline = self._pipeline(lang_code_for(request.voice or DEFAULT_VOICE, language, self.lang_option))
         chunks = [r.audio.cpu().numpy() for r in pipeline(request.text, voice=voice) if r.audio is not None]
         write_wav(request.dst, np.concatenate(chunks) if chunks else [], SAMPLE_RATE)
         return backend_pb2.Result(success=True, message=f"audio written to {request.dst}")

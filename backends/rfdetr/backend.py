@@ -1,14 +1,13 @@
-"""LocalAI rfdetr backend: object detection with RF-DETR.
+"""LocalAI rfdetr backend: object detection with RF-DETR, served as LocalAI's ``Detect``.
 
-Detect is not in this proto, so Predict carries it: PredictOptions.Images[0] is an image path
-(or base64 data), and the Reply message is JSON:
-``{"detections": [{"x1":..,"y1":..,"x2":..,"y2":..,"confidence":..,"class_id":..,"class_name":..}]}``.
-PredictOptions.Temperature, when > 0, is used as the confidence threshold (default 0.5).
+DetectOptions.src is base64 image data (as LocalAI sends it; a data URL or a file path also
+works); DetectOptions.threshold, when > 0, is the confidence threshold (default 0.5, as
+LocalAI's). Each Detection is a box as LocalAI's rfdetr backend reports it: x, y the box
+centre, width, height in pixels, confidence and class name.
 """
 
 import base64
 import io
-import json
 import os
 
 from backends.common.errors import InvalidArgument, NotFound, require
@@ -21,7 +20,6 @@ VARIANTS = ("RFDETRNano", "RFDETRSmall", "RFDETRBase", "RFDETRMedium", "RFDETRLa
 
 def open_image_source(ref: str):
     """Bytes stream or path for PIL: an existing path, else base64 (optionally a data URL)."""
-    require(bool(ref), "Images[0] is empty: give an image path or base64 data")
     if os.path.isfile(ref):
         return ref
     data = ref.split(",", 1)[1] if ref.startswith("data:") else ref
@@ -31,15 +29,24 @@ def open_image_source(ref: str):
         raise NotFound(f"image not found (and not base64): {ref[:80]}") from None
 
 
-def detections_json(xyxy, confidence, class_id, names=None) -> str:
+def to_detections(xyxy, confidence, class_id, names=None) -> list:
+    """RF-DETR's (supervision) corner boxes -> LocalAI's centre/size ``Detection`` messages."""
     out = []
     for box, conf, cls in zip(xyxy, confidence, class_id):
-        item = {"x1": float(box[0]), "y1": float(box[1]), "x2": float(box[2]), "y2": float(box[3]),
-                "confidence": float(conf), "class_id": int(cls)}
-        if names is not None:
-            item["class_name"] = names.get(int(cls), str(int(cls))) if isinstance(names, dict) else str(names[int(cls)])
-        out.append(item)
-    return json.dumps({"detections": out})
+        x1, y1, x2, y2 = (float(v) for v in box)
+        if isinstance(names, dict):
+            name = names.get(int(cls), str(int(cls)))
+        elif names is not None and 0 <= int(cls) < len(names):
+            name = str(names[int(cls)])
+        else:
+            name = str(int(cls))
+        out.append(
+            backend_pb2.Detection(
+                x=(x1 + x2) / 2, y=(y1 + y2) / 2, width=x2 - x1, height=y2 - y1,
+                confidence=float(conf), class_name=name,
+            )
+        )
+    return out
 
 
 class RFDETRServicer(BaseServicer):
@@ -66,17 +73,22 @@ class RFDETRServicer(BaseServicer):
             self.names = None
         return model
 
-    def Predict(self, request, context):
-        require(len(request.Images) > 0, "Images is empty: Predict detects objects in Images[0]")
-        threshold = request.Temperature if request.Temperature > 0 else DEFAULT_THRESHOLD
-        require(threshold <= 1, f"threshold (Temperature) must be <= 1, got {threshold}")
-        source = open_image_source(request.Images[0])
+    def Detect(self, request, context):
+        threshold = request.threshold if request.threshold > 0 else DEFAULT_THRESHOLD
+        require(threshold <= 1, f"threshold must be <= 1, got {threshold}")
+        require(bool(request.src), "src is empty: give base64 image data (or an image path)")
+        source = open_image_source(request.src)
         model = self.require_model()
-        from PIL import Image  # noqa: PLC0415
+        from PIL import Image, UnidentifiedImageError  # noqa: PLC0415
 
-        image = Image.open(source).convert("RGB")
+        try:
+            image = Image.open(source).convert("RGB")
+        except (UnidentifiedImageError, OSError) as exc:
+            raise InvalidArgument(f"src is not a readable image: {exc}") from None
         det = model.predict(image, threshold=threshold)
-        return backend_pb2.Reply(message=detections_json(det.xyxy, det.confidence, det.class_id, self.names).encode())
+        return backend_pb2.DetectResponse(
+            Detections=to_detections(det.xyxy, det.confidence, det.class_id, self.names)
+        )
 
 
 def main(argv=None):

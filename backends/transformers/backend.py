@@ -6,16 +6,16 @@ import time
 
 from backends.common.device import select_device_and_dtype
 from backends.common.errors import InvalidArgument, require
-from backends.common.llm import DEFAULT_MAX_TOKENS as DEFAULT_MAX_NEW_TOKENS
+from backends.common.llm import context_length, max_new_tokens
 from backends.common.llm import prompt_text as build_prompt
 from backends.common.llm import truncate_at_stop, validate_predict
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
 
-def generation_kwargs(request) -> dict:
+def generation_kwargs(request, prompt_tokens: int = 0, context=None) -> dict:
     """Keyword arguments for ``model.generate`` from PredictOptions (after validation)."""
-    kwargs = {"max_new_tokens": request.Tokens if request.Tokens > 0 else DEFAULT_MAX_NEW_TOKENS}
+    kwargs = {"max_new_tokens": max_new_tokens(prompt_tokens, request.Tokens, context)}
     if request.Temperature > 0:
         kwargs["do_sample"] = True
         kwargs["temperature"] = request.Temperature
@@ -66,15 +66,20 @@ class TransformersServicer(BaseServicer):
         prompt = build_prompt(request, self.tokenizer)
         return self.tokenizer(prompt, return_tensors="pt").to(self.device)
 
+    def _generation_kwargs(self, request, model, inputs) -> dict:
+        n_prompt = int(inputs["input_ids"].shape[-1])
+        return generation_kwargs(request, n_prompt, context_length(model.config))
+
     def Predict(self, request, context):
         validate_predict(request)
         model = self._require_causal()
         inputs = self._inputs(request)
+        kwargs = self._generation_kwargs(request, model, inputs)
         if request.Seed:
             self.torch.manual_seed(request.Seed)
         start = time.time()
         with self.torch.no_grad():
-            out = model.generate(**inputs, **generation_kwargs(request), pad_token_id=self.tokenizer.pad_token_id)
+            out = model.generate(**inputs, **kwargs, pad_token_id=self.tokenizer.pad_token_id)
         n_prompt = int(inputs["input_ids"].shape[-1])
         new_tokens = out[0][n_prompt:]
         text = truncate_at_stop(self.tokenizer.decode(new_tokens, skip_special_tokens=True), request.StopPrompts)
@@ -91,10 +96,11 @@ class TransformersServicer(BaseServicer):
         from transformers import TextIteratorStreamer  # noqa: PLC0415
 
         inputs = self._inputs(request)
+        limits = self._generation_kwargs(request, model, inputs)
         if request.Seed:
             self.torch.manual_seed(request.Seed)
         streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=600)
-        kwargs = dict(**inputs, **generation_kwargs(request), streamer=streamer, pad_token_id=self.tokenizer.pad_token_id)
+        kwargs = dict(**inputs, **limits, streamer=streamer, pad_token_id=self.tokenizer.pad_token_id)
         errors = []
 
         def _generate():
@@ -131,7 +137,12 @@ class TransformersServicer(BaseServicer):
         require(bool(request.Embeddings or request.Prompt), "Embeddings/Prompt text is empty")
         model = self.require_model()
         text = request.Embeddings or request.Prompt
-        inputs = self.tokenizer(text, return_tensors="pt", truncation=True).to(self.device)
+        inputs = self.tokenizer(text, return_tensors="pt").to(self.device)
+        n_tokens, context = int(inputs["input_ids"].shape[-1]), context_length(model.config)
+        require(
+            context is None or n_tokens <= context,
+            f"text is {n_tokens} tokens; the model's context is {context} tokens: shorten the text",
+        )
         with self.torch.no_grad():
             if self.kind == "causal":
                 out = model(**inputs, output_hidden_states=True)

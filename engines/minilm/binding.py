@@ -5,6 +5,7 @@ One binding for every caller: the minilm-ggml backend, the engine's tests, fuzze
 from __future__ import annotations
 
 import ctypes
+import threading
 from pathlib import Path
 
 # minilm_status (include/minilm.h).
@@ -63,16 +64,27 @@ class MinilmError(Exception):
 
 
 class Model:
-    """A minilm_context: init/free pair, embedding and tokenization."""
+    """A minilm_context: init/free pair, embedding and tokenization.
+
+    A context is not thread-safe (minilm.h) and ctypes releases the GIL during a call, so
+    every call into it, free included, holds the model's lock.
+    """
 
     def __init__(self, lib: "Library", ctx: int):
         self.library, self.ctx = lib, ctx
         self.n_embd = lib.lib.minilm_n_embd(ctx)
+        self._lock = threading.Lock()
 
     def close(self) -> None:
-        if self.ctx:
-            self.library.lib.minilm_free(self.ctx)
-            self.ctx = None
+        with self._lock:
+            if self.ctx:
+                self.library.lib.minilm_free(self.ctx)
+                self.ctx = None
+
+    def _context(self) -> int:
+        if not self.ctx:
+            raise MinilmError(CODE["MINILM_ERR_INVALID_ARGUMENT"], "model is closed")
+        return self.ctx
 
     def __del__(self):
         self.close()
@@ -81,7 +93,8 @@ class Model:
         """minilm_embed's status and output buffer (n_texts x n_embd floats, row-major)."""
         arr = (ctypes.c_char_p * max(1, len(texts)))(*[c_string(t) for t in texts])
         out = (ctypes.c_float * (max(1, len(texts)) * self.n_embd))()
-        st = self.library.lib.minilm_embed(self.ctx, arr, len(texts), out, len(texts) * self.n_embd)
+        with self._lock:
+            st = self.library.lib.minilm_embed(self._context(), arr, len(texts), out, len(texts) * self.n_embd)
         return st, out
 
     def embed(self, texts: list[str]) -> list[list[float]]:
@@ -93,14 +106,16 @@ class Model:
     def count_tokens(self, text: str | bytes) -> int:
         b = text if isinstance(text, bytes) else c_string(text)
         n = ctypes.c_int32(0)
-        self.library.check(self.library.lib.minilm_tokenize(self.ctx, b, None, 0, ctypes.byref(n)))
+        with self._lock:
+            self.library.check(self.library.lib.minilm_tokenize(self._context(), b, None, 0, ctypes.byref(n)))
         return n.value
 
     def tokenize(self, text: str | bytes) -> list[int]:
         b = text if isinstance(text, bytes) else c_string(text)
         n = self.count_tokens(b)
         ids = (ctypes.c_int32 * n)()
-        self.library.check(self.library.lib.minilm_tokenize(self.ctx, b, ids, n, ctypes.byref(ctypes.c_int32(0))))
+        with self._lock:
+            self.library.check(self.library.lib.minilm_tokenize(self._context(), b, ids, n, ctypes.byref(ctypes.c_int32(0))))
         return list(ids)
 
 

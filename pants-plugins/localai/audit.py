@@ -5,9 +5,19 @@ its accelerator forbids (3rdparty/accelerators.toml `forbidden`: nvidia-*, cuda-
 for every non-CUDA accelerator), and prints each built artifact's size against its budget.
 Lockfiles are audited for every variant; artifacts are built and audited for the accelerators
 in [localai-audit].package_accelerators (CUDA artifacts are several GB: audited statically).
+
+Names are not enough: PyPI's torchaudio 2.11 declares no dependency and is a CUDA build. So a
+built artifact is also audited at the binary level: every ELF file in it (which is every ELF of
+every wheel the lockfile puts into it, grouped by wheel) is read for the libraries it NEEDs, and
+a GPU runtime library the accelerator does not allow (`allowed_gpu_libs`) fails the audit,
+naming wheel, file and library. The scan (localai/elf_scan.py) runs as a Pants process keyed on
+the artifact's digest, so an unchanged artifact is not read again (local or remote cache).
 """
 from __future__ import annotations
 
+import fnmatch
+import json
+import pkgutil
 from dataclasses import dataclass
 
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
@@ -15,7 +25,16 @@ from pants.backend.python.util_rules.pex import PythonExecutable
 from pants.core.goals.lint import LintResult, LintTargetsRequest
 from pants.core.goals.package import BuiltPackage
 from pants.core.util_rules.partitions import PartitionerType
-from pants.engine.fs import Digest, DigestContents, DigestEntries, FileEntry, PathGlobs
+from pants.engine.fs import (
+    CreateDigest,
+    Digest,
+    DigestContents,
+    DigestEntries,
+    FileContent,
+    FileEntry,
+    MergeDigests,
+    PathGlobs,
+)
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.option_types import BoolOption, StrListOption
@@ -23,6 +42,7 @@ from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
+from localai.accelerators import Accelerator, canonical_soname, is_gpu_runtime
 from localai.lockfile import lockfile_json
 from localai.package import BackendVariantFieldSet
 from localai.variant import Variant, VariantRequest
@@ -51,6 +71,20 @@ class AuditRequest(LintTargetsRequest):
     partitioner_type = PartitionerType.DEFAULT_ONE_PARTITION_PER_INPUT
 
 
+def locked_versions(lockfile_content: bytes) -> tuple[tuple[str, str], ...]:
+    """(project, version) pairs in a Pants/pex lockfile."""
+    data = lockfile_json(lockfile_content)
+    return tuple(
+        sorted(
+            {
+                (req["project_name"], req.get("version", ""))
+                for resolve in data["locked_resolves"]
+                for req in resolve["locked_requirements"]
+            }
+        )
+    )
+
+
 def locked_projects(lockfile_content: bytes) -> tuple[str, ...]:
     """Project names in a Pants/pex lockfile (its header lines start with //)."""
     data = lockfile_json(lockfile_content)
@@ -71,11 +105,141 @@ def project_of_wheel(filename: str) -> str:
     return filename.split("-", 1)[0].replace("_", "-").lower()
 
 
+def version_of_wheel(filename: str) -> str:
+    parts = filename.split("-")
+    return parts[1] if len(parts) > 2 else ""
+
+
+ELF_SCAN_SCRIPT = "__localai_elf_scan.py"
+
+
+@dataclass(frozen=True)
+class ElfScanRequest:
+    """Scan the zip archives (PEX zipapps, wheels) at ``paths`` in ``digest`` for ELF files."""
+
+    digest: Digest
+    paths: tuple[str, ...]
+    python: str  # "CPython==3.11.*": any interpreter runs the stdlib-only scanner
+
+
+@dataclass(frozen=True)
+class ElfFile:
+    dist: str  # the wheel it comes from ("" for the PEX's own sources)
+    file: str  # path inside the archive
+    needed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ElfScan:
+    files: tuple[ElfFile, ...]
+
+
+@rule(desc="Read the libraries every ELF file NEEDs", level=LogLevel.DEBUG)
+async def scan_elves(request: ElfScanRequest) -> ElfScan:
+    script = pkgutil.get_data("localai", "elf_scan.py")
+    assert script is not None
+    script_digest = await Get(Digest, CreateDigest([FileContent(ELF_SCAN_SCRIPT, script)]))
+    input_digest = await Get(Digest, MergeDigests([request.digest, script_digest]))
+    python = await Get(PythonExecutable, InterpreterConstraints, InterpreterConstraints([request.python]))
+    result = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=(python.path, ELF_SCAN_SCRIPT, *request.paths),
+            input_digest=input_digest,
+            description=f"Read the DT_NEEDED libraries of every ELF file in {', '.join(request.paths)}",
+            level=LogLevel.DEBUG,
+        ),
+    )
+    if result.exit_code != 0:
+        raise ValueError(
+            f"the ELF scan of {', '.join(request.paths)} failed (exit {result.exit_code}): {result.stderr.decode()}"
+        )
+    entries = json.loads(result.stdout.decode())
+    return ElfScan(tuple(ElfFile(e["dist"], e["file"], tuple(e["needed"])) for e in entries))
+
+
+def gpu_link_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tuple[str, ...]:
+    """One line per ELF file that NEEDs a GPU runtime library the accelerator does not allow, or
+    (for an accelerator that allows some) one that neither the artifact ships (an ELF file of
+    that name, e.g. from an nvidia-*-cu12 wheel) nor the accelerator's ``system_libs`` (the
+    driver) provide: such a variant imports only where someone installed that library by hand."""
+    shipped = {canonical_soname(f.file.rsplit("/", 1)[-1]) for f in files}
+    lines = []
+    for f in files:
+        where = f"wheel {f.dist}" if f.dist else "the backend's own files"
+        bad = accelerator.gpu_libs_in(f.needed)
+        if bad:
+            lines.append(
+                f"{where}: {f.file} NEEDs {', '.join(bad)}, a GPU runtime the {accelerator.name} accelerator "
+                f"does not allow (it fails to load without it); take a {accelerator.name} build of "
+                f"{project_of_wheel(f.dist) if f.dist else 'it'} or drop it from the requirements"
+            )
+        missing = sorted(
+            lib
+            for lib in set(f.needed) - set(bad)
+            if is_gpu_runtime(lib)
+            and canonical_soname(lib) not in shipped
+            and not any(fnmatch.fnmatchcase(lib, pat) for pat in accelerator.system_libs)
+        )
+        if missing:
+            lines.append(
+                f"{where}: {f.file} NEEDs {', '.join(missing)}, which neither the lockfile's wheels nor the "
+                f"{accelerator.name} accelerator's system_libs ({', '.join(accelerator.system_libs) or 'none'}) "
+                f"provide; add the runtime wheels that ship it (e.g. nvidia-*-cu12 / nvidia-* for CUDA 13) to "
+                f"the variant's requirements, or declare it in system_libs of 3rdparty/accelerators.toml"
+            )
+    return tuple(lines)
+
+
 @dataclass(frozen=True)
 class ArtifactAudit:
     forbidden: tuple[str, ...]
     size_line: str
     over_budget: bool
+    gpu_links: tuple[str, ...] = ()
+    elf_files: int = 0
+
+
+def judge_size(pex_path: str, size_bytes: int, budget_mb: int) -> tuple[str, bool]:
+    size_mb = size_bytes / 1e6
+    return f"{pex_path}: {size_mb:.1f} MB of a {budget_mb} MB budget ({100 * size_mb / budget_mb:.0f}%)", size_mb > budget_mb
+
+
+@dataclass(frozen=True)
+class BuiltArtifact:
+    """A built backend PEX (a zipapp at ``pex_path`` in ``digest``) to audit for ``accelerator``."""
+
+    digest: Digest
+    pex_path: str
+    size_bytes: int
+    accelerator: Accelerator
+    budget_mb: int
+
+
+@rule(desc="Audit a built backend artifact", level=LogLevel.DEBUG)
+async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
+    accel = artifact.accelerator
+    python = await Get(PythonExecutable, InterpreterConstraints, InterpreterConstraints([accel.python]))
+    result = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=(python.path, "-c", _PEX_DISTS, artifact.pex_path),
+            input_digest=artifact.digest,
+            description=f"List the distributions in {artifact.pex_path}",
+        ),
+    )
+    if result.exit_code != 0:
+        raise ValueError(f"cannot read PEX-INFO of {artifact.pex_path}: {result.stderr.decode()}")
+    dists = result.stdout.decode().split()
+    size_line, over_budget = judge_size(artifact.pex_path, artifact.size_bytes, artifact.budget_mb)
+    scan = await Get(ElfScan, ElfScanRequest(artifact.digest, (artifact.pex_path,), accel.python))
+    return ArtifactAudit(
+        forbidden=accel.forbidden_in((project_of_wheel(d), version_of_wheel(d)) for d in dists),
+        size_line=size_line,
+        over_budget=over_budget,
+        gpu_links=gpu_link_lines(accel, scan.files),
+        elf_files=len(scan.files),
+    )
 
 
 @rule(desc="Audit a backend artifact", level=LogLevel.DEBUG)
@@ -84,25 +248,25 @@ async def audit_artifact(field_set: BackendVariantFieldSet) -> ArtifactAudit:
     built = await Get(BuiltPackage, BackendVariantFieldSet, field_set)
     entries = await Get(DigestEntries, Digest, built.digest)
     pex = next(e for e in entries if isinstance(e, FileEntry) and e.path.endswith(".pex"))
-    python = await Get(PythonExecutable, InterpreterConstraints, InterpreterConstraints([variant.accelerator.python]))
-    result = await Get(
-        FallibleProcessResult,
-        Process(
-            argv=(python.path, "-c", _PEX_DISTS, pex.path),
-            input_digest=built.digest,
-            description=f"List the distributions in {pex.path}",
-        ),
-    )
-    if result.exit_code != 0:
-        raise ValueError(f"{field_set.address}: cannot read PEX-INFO of {pex.path}: {result.stderr.decode()}")
-    dists = result.stdout.decode().split()
     budget = field_set.size_budget_mb.value or variant.accelerator.size_budget_mb
-    size_mb = pex.file_digest.serialized_bytes_length / 1e6
-    return ArtifactAudit(
-        forbidden=variant.accelerator.forbidden_in(project_of_wheel(d) for d in dists),
-        size_line=f"{pex.path}: {size_mb:.1f} MB of a {budget} MB budget ({100 * size_mb / budget:.0f}%)",
-        over_budget=size_mb > budget,
+    return await Get(
+        ArtifactAudit,
+        BuiltArtifact(built.digest, pex.path, pex.file_digest.serialized_bytes_length, variant.accelerator, budget),
     )
+
+
+def artifact_report(target: str, accelerator: str, build_file: str, art: ArtifactAudit) -> tuple[list[str], bool]:
+    """The lint lines for an audited artifact, and whether they fail the audit."""
+    lines = [
+        f"{target}: the built artifact holds '{name}', which the {accelerator} accelerator forbids"
+        for name in art.forbidden
+    ]
+    lines += [f"{target}: {line}" for line in art.gpu_links]
+    if not art.gpu_links:
+        lines.append(f"{target}: {art.elf_files} ELF files, none NEEDs a GPU runtime the {accelerator} accelerator does not allow")
+    over = f" OVER BUDGET: shrink the requirements, or raise size_budget_mb in {build_file}" if art.over_budget else ""
+    lines.append(f"{target}: {art.size_line}{over}")
+    return lines, bool(art.forbidden) or art.over_budget or bool(art.gpu_links)
 
 
 @rule(desc="Audit backend variants", level=LogLevel.DEBUG)
@@ -114,7 +278,7 @@ async def audit_variant(request: AuditRequest.Batch, audit: AuditSubsystem) -> L
     if not contents:
         lines.append(f"{field_set.address}: no lockfile ({variant.lockfile}); nothing to audit")
     else:
-        bad = variant.accelerator.forbidden_in(locked_projects(contents[0].content))
+        bad = variant.accelerator.forbidden_in(locked_versions(contents[0].content))
         for name in bad:
             lines.append(
                 f"{field_set.address}: {variant.lockfile} locks '{name}', which the "
@@ -125,13 +289,11 @@ async def audit_variant(request: AuditRequest.Batch, audit: AuditSubsystem) -> L
             lines.append(f"{field_set.address}: {variant.lockfile}: no forbidden package")
         if variant.accelerator.name in audit.package_accelerators and not bad:
             art = await Get(ArtifactAudit, BackendVariantFieldSet, field_set)
-            for name in art.forbidden:
-                lines.append(
-                    f"{field_set.address}: the built artifact holds '{name}', which the "
-                    f"{variant.accelerator.name} accelerator forbids"
-                )
-            lines.append(f"{field_set.address}: {art.size_line}" + (" OVER BUDGET" if art.over_budget else ""))
-            failed |= bool(art.forbidden) or art.over_budget
+            art_lines, art_failed = artifact_report(
+                str(field_set.address), variant.accelerator.name, f"{field_set.address.spec_path}/BUILD", art
+            )
+            lines += art_lines
+            failed |= art_failed
     return LintResult(
         exit_code=1 if failed else 0,
         stdout="\n".join(lines) + "\n",

@@ -11,6 +11,13 @@ native_engine). A job runs when a changed file is one of its inputs:
     (every variant of x), backends/<x>/requirements-<accel>.txt (only backends/<x>:<accel>), its
     lockfile, the accelerator matrix and the accelerator's pip options file;
   - files matching --global-globs (pants.toml, the plugin, the bootstrap) rebuild every job.
+
+Only variants with a committed lockfile are jobs (the others cannot be built anywhere, and
+docs/status.md says why), and never test-support builds (a job target with one of
+--test-support-fields set, e.g. the coverage-instrumented `engines/minilm:fuzz` and the
+`engines/minilm:<variant>-cpptests` build that carries the C++ test binary). Each job
+carries `tests`: the test targets that depend on it (runtime_package_dependencies included),
+which the workflow runs after packaging.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ from pants.core.util_rules.system_binaries import GitBinaryException
 from pants.engine.console import Console
 from pants.engine.goal import Goal, GoalSubsystem, Outputting
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
+from pants.engine.fs import PathGlobs, Paths
 from pants.engine.target import (
     AllTargets,
     SourcesField,
@@ -80,6 +88,13 @@ class CIMatrixSubsystem(Outputting, GoalSubsystem):
     job_target_types = StrListOption(
         default=["native_engine"], help="Target types (aliases) that are CI jobs besides localai_backend_variant."
     )
+    test_support_fields = StrListOption(
+        default=["sanitizer_coverage", "include_test_binary"],
+        help="Boolean fields (aliases) that mark a job target as a test-support build, never a job of its own.",
+    )
+    test_target_types = StrListOption(
+        default=["python_test"], help="Target types (aliases) whose targets are the tests a job runs."
+    )
     global_globs = StrListOption(
         default=["pants.toml", "pants", "pants-plugins/**", "3rdparty/pants/**", ".github/workflows/backends.yml"],
         help="A changed file matching one of these rebuilds every job.",
@@ -98,12 +113,15 @@ class CIJobsRequest:
     engine_runner: str
     job_target_types: tuple[str, ...]
     global_globs: tuple[str, ...]
+    test_support_fields: tuple[str, ...] = ("sanitizer_coverage", "include_test_binary")
+    test_target_types: tuple[str, ...] = ("python_test",)
 
 
 @dataclass(frozen=True)
 class CIJob:
     target: str
     runner: str
+    tests: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,7 +129,10 @@ class CIJobs:
     jobs: tuple[CIJob, ...]
 
     def to_json(self) -> str:
-        return json.dumps({"include": [{"target": j.target, "runner": j.runner} for j in self.jobs]}, sort_keys=True)
+        return json.dumps(
+            {"include": [{"target": j.target, "runner": j.runner, "tests": " ".join(j.tests)} for j in self.jobs]},
+            sort_keys=True,
+        )
 
 
 def is_variant(tgt: Target) -> bool:
@@ -138,12 +159,36 @@ def is_build_file_of(path: str, spec_path: str) -> bool:
     return head == spec_path and (base == "BUILD" or base.startswith("BUILD."))
 
 
+def is_test_support(tgt: Target, fields: tuple[str, ...]) -> bool:
+    return any(f.alias in fields and f.value is True for f in tgt.field_values.values())
+
+
 @rule(desc="Find the CI jobs of changed files", level=LogLevel.DEBUG)
 async def ci_jobs(request: CIJobsRequest, all_targets: AllTargets, matrix: AcceleratorMatrix) -> CIJobs:
-    roots = sorted(
-        (t for t in all_targets if is_variant(t) or t.alias in request.job_target_types),
+    candidates = sorted(
+        (
+            t
+            for t in all_targets
+            if (is_variant(t) or t.alias in request.job_target_types)
+            and not is_test_support(t, request.test_support_fields)
+        ),
         key=lambda t: t.address.spec,
     )
+    lockfile_of = {
+        t.address: f"lockfiles/{resolve_name(os.path.basename(t.address.spec_path), t[AcceleratorField].value)}.lock"
+        for t in candidates
+        if is_variant(t)
+    }
+    present = set((await Get(Paths, PathGlobs(sorted(lockfile_of.values())))).files)
+    roots = [t for t in candidates if t.address not in lockfile_of or lockfile_of[t.address] in present]
+    test_targets = sorted((t for t in all_targets if t.alias in request.test_target_types), key=lambda t: t.address.spec)
+    test_closures = await MultiGet(
+        Get(TransitiveTargets, TransitiveTargetsRequest([t.address], include_special_cased_deps=True)) for t in test_targets
+    )
+    tests_of: dict = {}
+    for test, closure in zip(test_targets, test_closures):
+        for dep in closure.dependencies:
+            tests_of.setdefault(dep.address, []).append(test.address.spec)
     changed = set(request.changed_files)
     rebuild_all = any(fnmatch.fnmatch(f, g) for f in changed for g in request.global_globs)
     closures = await MultiGet(Get(TransitiveTargets, TransitiveTargetsRequest([t.address])) for t in roots)
@@ -177,7 +222,7 @@ async def ci_jobs(request: CIJobsRequest, all_targets: AllTargets, matrix: Accel
             runner = runners[accel]
         else:
             runner = request.engine_runner
-        jobs.append(CIJob(root.address.spec, runner))
+        jobs.append(CIJob(root.address.spec, runner, tuple(sorted(tests_of.get(root.address, ())))))
     return CIJobs(tuple(jobs))
 
 
@@ -213,6 +258,8 @@ async def localai_ci_matrix(console: Console, subsystem: CIMatrixSubsystem, buil
             subsystem.engine_runner,
             tuple(subsystem.job_target_types),
             tuple(subsystem.global_globs),
+            tuple(subsystem.test_support_fields),
+            tuple(subsystem.test_target_types),
         ),
     )
     with subsystem.output(console) as write:

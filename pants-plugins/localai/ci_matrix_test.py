@@ -1,27 +1,34 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
 
 from pants.engine.internals.scheduler import ExecutionError
-from pants.engine.target import COMMON_TARGET_FIELDS, Dependencies, MultipleSourcesField, Target
+from pants.backend.python.target_types import PythonTestsGeneratorTarget, PythonTestTarget
+from pants.engine.target import BoolField, COMMON_TARGET_FIELDS, Dependencies, MultipleSourcesField, Target
 from pants.testutil.rule_runner import QueryRule
 
 from localai.ci_matrix import CIJobs, CIJobsRequest, CIMatrixGoal
-from localai.testutil import backend_files, make_rule_runner, resolve_options
+from localai.testutil import backend_files, fake_lockfile, make_rule_runner, resolve_options
 
 
 class _EngineSources(MultipleSourcesField):
     default = ("src/*",)
 
 
+class _Coverage(BoolField):
+    alias = "sanitizer_coverage"
+    default = False
+
+
 class FakeEngine(Target):
     """Stands in for the engines' target type (another engineer's work in progress)."""
 
     alias = "test_engine"
-    core_fields = (*COMMON_TARGET_FIELDS, Dependencies, _EngineSources)
+    core_fields = (*COMMON_TARGET_FIELDS, Dependencies, _EngineSources, _Coverage)
 
 
 RESOLVES = {"bark": ["cpu", "cuda12"], "kokoro": ["cpu", "metal"]}
@@ -33,15 +40,27 @@ def _options() -> list[str]:
         r, p = resolve_options(name, accels)
         resolves.update(eval(r.split("=", 1)[1]))
         pip.update(eval(p.split("=", 1)[1]))
-    return [f"--python-resolves={resolves!r}", f"--python-resolves-to-constraints-file={pip!r}"]
+    return [
+        f"--python-resolves={resolves!r}",
+        f"--python-resolves-to-constraints-file={pip!r}",
+        # The stand-in test targets' dependencies are explicit: no import parsing (it needs the pex tool).
+        "--python-infer-imports=false",
+        "--python-infer-conftests=false",
+        "--python-infer-init-files=never",
+    ]
 
 
 def _runner():
-    rule_runner = make_rule_runner(QueryRule(CIJobs, [CIJobsRequest]), extra_target_types=[FakeEngine])
+    rule_runner = make_rule_runner(
+        QueryRule(CIJobs, [CIJobsRequest]), extra_target_types=[FakeEngine, PythonTestsGeneratorTarget, PythonTestTarget]
+    )
     files = {
+        **{f"lockfiles/{n}-{a}.lock": fake_lockfile({}) for n, accels in RESOLVES.items() for a in accels},
         "backends/common/BUILD": 'localai_sources(name="common")\n',
         "backends/common/server.py": "",
-        "engines/minilm/BUILD": 'test_engine(name="avx2")\n',
+        "engines/minilm/BUILD": 'test_engine(name="avx2")\ntest_engine(name="fuzz", sanitizer_coverage=True)\n',
+        "tests/BUILD": 'python_tests(name="bark", sources=["test_bark.py"], runtime_package_dependencies=["backends/bark:cpu"])\n',
+        "tests/test_bark.py": "",
         "engines/minilm/src/minilm.cpp": "",
         "docs/ci.md": "",
         "pants.toml": "",
@@ -56,11 +75,14 @@ def _runner():
     return rule_runner
 
 
-def _jobs(rule_runner, *changed, runners=()) -> dict[str, str]:
-    jobs = rule_runner.request(
+def _request(rule_runner, *changed, runners=()) -> CIJobs:
+    return rule_runner.request(
         CIJobs, [CIJobsRequest(tuple(changed), tuple(runners), "ubuntu-latest", ("test_engine",), ("pants.toml",))]
     )
-    return {j.target: j.runner for j in jobs.jobs}
+
+
+def _jobs(rule_runner, *changed, runners=()) -> dict[str, str]:
+    return {j.target: j.runner for j in _request(rule_runner, *changed, runners=runners).jobs}
 
 
 ALL_VARIANTS = {"backends/bark:cpu", "backends/bark:cuda12", "backends/kokoro:cpu", "backends/kokoro:metal"}
@@ -95,6 +117,19 @@ def test_unrelated_and_global_files() -> None:
     rule_runner = _runner()
     assert _jobs(rule_runner, "docs/ci.md") == {}
     assert set(_jobs(rule_runner, "pants.toml")) == ALL_VARIANTS | {"engines/minilm:avx2"}
+
+
+def test_no_job_for_a_variant_without_lockfile_or_a_test_support_build() -> None:
+    rule_runner = _runner()
+    os.remove(f"{rule_runner.build_root}/lockfiles/bark-cuda12.lock")
+    assert set(_jobs(rule_runner, "pants.toml")) == (ALL_VARIANTS - {"backends/bark:cuda12"}) | {"engines/minilm:avx2"}
+    assert "engines/minilm:fuzz" not in _jobs(rule_runner, "engines/minilm/src/minilm.cpp")
+
+
+def test_each_job_names_the_tests_that_depend_on_it() -> None:
+    jobs = {j.target: j.tests for j in _request(_runner(), "pants.toml").jobs}
+    assert jobs["backends/bark:cpu"] == ("tests/test_bark.py:bark",)
+    assert jobs["backends/kokoro:cpu"] == () and jobs["engines/minilm:avx2"] == ()
 
 
 def test_runner_labels_default_and_override() -> None:
@@ -135,10 +170,10 @@ def test_goal_against_a_real_git_repository() -> None:
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout) == {
         "include": [
-            {"runner": "ubuntu-latest", "target": "backends/bark:cpu"},
-            {"runner": "ubuntu-latest", "target": "backends/kokoro:cpu"},
-            {"runner": "macos-14", "target": "backends/kokoro:metal"},
-            {"runner": "ubuntu-latest", "target": "engines/minilm:avx2"},
+            {"runner": "ubuntu-latest", "target": "backends/bark:cpu", "tests": "tests/test_bark.py:bark"},
+            {"runner": "ubuntu-latest", "target": "backends/kokoro:cpu", "tests": ""},
+            {"runner": "macos-14", "target": "backends/kokoro:metal", "tests": ""},
+            {"runner": "ubuntu-latest", "target": "engines/minilm:avx2", "tests": ""},
         ]
     }
 

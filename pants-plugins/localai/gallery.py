@@ -1,16 +1,20 @@
-"""`pants localai-gallery`: LocalAI's backend gallery index (backend/index.yaml schema).
+"""`pants localai-gallery <targets>`: LocalAI's backend gallery index (backend/index.yaml schema).
 
-Writes dist/gallery/index.yaml: per backend a meta entry (YAML anchor) with name, alias, license,
-icon, description, urls, tags and a `capabilities` map (LocalAI capability key -> concrete entry),
-then one concrete entry per variant that merges the anchor and adds name (`<accel>-<backend>`,
-e.g. `cpu-diffusers`), uri, sha256 and size.
+Writes dist/gallery/index.yaml for the backend variants given on the command line (like every
+Pants goal: `./pants localai-gallery backends/silero-vad:cpu`, or `backends::` for all): per
+backend a meta entry (YAML anchor) with name, alias, license, icon, description, urls, tags and
+a `capabilities` map (LocalAI capability key -> concrete entry), then one concrete entry per
+variant that merges the anchor and adds name (`<accel>-<backend>`, e.g. `cpu-diffusers`) and
+`uri`: the variant's OCI image by digest, `<registry>/<repository>@sha256:...` from
+[localai-oci], plus `mirrors` (the same digest in each [localai-oci].mirrors location). No
+`sha256`: LocalAI checks it only for plain downloads, never for OCI images, whose digest is
+the check. `pants localai-bundle` (bundle.py) writes the offline variant: `ocifile://` URIs.
 
 Capability keys come from the accelerator matrix (3rdparty/accelerators.toml `capabilities`),
 plus optional extra keys in backends/<name>/gallery.yaml; both are checked against the keys
-LocalAI knows. sha256/size are of the artifact `pants package` built, read from
-dist/backends/<name>/<accel>/metadata.json: the gallery describes the bytes that were built and
-published, and does not rebuild multi-GB CUDA artifacts just to hash them. A metadata.json
-made from another lockfile than the committed one is stale and refused.
+LocalAI knows. The image digest is read from what `pants package` built,
+dist/images/<name>/<accel>/image.json, checked against dist/backends/<name>/<accel>/
+build-record.json: an artifact made from another lockfile than the committed one is refused.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import ast
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml  # pants: no-infer-dep (PyYAML comes with pantsbuild.pants)
 
@@ -26,15 +30,18 @@ from pants.core.util_rules.distdir import DistDir
 from pants.engine.console import Console
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Paths, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
-from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
-from pants.engine.target import AllTargets
-from pants.option.option_types import StrOption
+from pants.engine.addresses import Address
+from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
+from pants.engine.target import Targets, WrappedTarget, WrappedTargetRequest
+from pants.util.logging import LogLevel
 from pants.base.build_root import BuildRoot
 from pants.util.frozendict import FrozenDict
 from pants.util.strutil import help_text
 
 from localai.accelerators import MATRIX_PATH
-from localai.package import VariantLockfile, VariantLockfileRequest
+from localai.image import IMAGE_JSON, IMAGE_TARBALL, image_dir
+from localai.oci_options import OciSubsystem
+from localai.package import BUILD_RECORD, VariantLockfile, VariantLockfileRequest
 from localai.target_types import AcceleratorField, NotLockableHereField, VersionField
 from localai.variant import Variant, VariantRequest
 
@@ -67,26 +74,13 @@ class GallerySubsystem(GoalSubsystem):
     name = "localai-gallery"
     help = help_text(
         f"""
-        Write dist/{GALLERY_PATH}, a LocalAI backend gallery index of every backend variant
-        with a lockfile, from artifacts built by `pants package` (dist/backends/<name>/<accel>/
-        metadata.json). Variants without a lockfile are left out and listed on stderr.
+        Write dist/{GALLERY_PATH}, a LocalAI backend gallery index of the backend variants
+        given (e.g. `backends::`) that have a lockfile, naming each variant's OCI image by
+        digest in [localai-oci].registry, from what `pants package` built (dist/images/).
+        Variants without a lockfile are left out and listed on stderr.
         """
     )
 
-    registry = StrOption(
-        default="quay.io/go-skynet/local-ai-backends",
-        help="Where the artifacts are published: the {registry} of --uri-format.",
-    )
-    uri_format = StrOption(
-        default="{registry}:latest-{entry}",
-        help=help_text(
-            """
-            Each concrete entry's `uri`. Placeholders: {registry}, {entry} (e.g. cpu-diffusers),
-            {backend}, {accelerator}, {version}. For a plain URL prefix use e.g.
-            `{registry}/{backend}/{accelerator}/`.
-            """
-        ),
-    )
 
 
 class GalleryGoal(Goal):
@@ -157,8 +151,7 @@ class GalleryVariant:
     address: str
     capabilities: tuple[str, ...]
     uri: str
-    sha256: str
-    size: int
+    mirrors: tuple[str, ...] = ()
 
 
 def check_capability(key: str, where: str, fix: str) -> None:
@@ -208,7 +201,7 @@ def render(backends: list[tuple[str, str, BackendMeta, list[GalleryVariant]]]) -
     """The index in LocalAI's style: a meta entry per backend with an anchor, concrete entries merging it."""
     out = [
         "# LocalAI backend gallery, generated by `./pants localai-gallery` from the build graph and",
-        "# the artifacts in dist/backends/. Do not edit.",
+        "# the images in dist/images/. Do not edit.",
         "---",
     ]
     for backend, directory, meta, variants in backends:
@@ -225,41 +218,46 @@ def render(backends: list[tuple[str, str, BackendMeta, list[GalleryVariant]]]) -
                 f"- !!merge <<: *{backend}",
                 f"  name: {_q(entry_name(backend, v.accelerator))}",
                 f"  uri: {_q(v.uri)}",
-                f"  sha256: {_q(v.sha256)}",
-                f"  size: {v.size}",
             ]
+            if v.mirrors:
+                out.append("  mirrors:")
+                out += [f"    - {_q(m)}" for m in v.mirrors]
     return "\n".join(out) + "\n"
 
 
-def read_artifact_metadata(root: Path, path: Path, address: str, lockfile: VariantLockfile) -> dict[str, Any]:
-    """sha256/size of a built artifact from its metadata.json (path relative to the build root)."""
-    fix = f"run `./pants package {address}`"
-    if not (root / path).is_file():
-        raise GalleryError(f"{address}: {path} is missing: the artifact has not been built. Fix: {fix}.")
-    try:
-        meta = json.loads((root / path).read_text())
-        sha, size = meta["artifact_sha256"], int(meta["artifact_size"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise GalleryError(f"{address}: {path} is not a metadata.json of `pants package` ({e!r}). Fix: {fix}.") from e
-    if meta.get("lockfile_sha256") != lockfile.sha256:
-        raise GalleryError(
-            f"{address}: {path} is stale: it was built from another {lockfile.path} than the committed one "
-            f"(sha256 {meta.get('lockfile_sha256')} != {lockfile.sha256}). Fix: {fix}."
-        )
-    return {"sha256": sha, "size": size}
+@dataclass(frozen=True)
+class GalleryTarget:
+    """A variant the gallery covers, with what it needs to find and check the built image."""
+
+    address: str
+    backend: str
+    directory: str
+    accelerator: str
+    capabilities: tuple[str, ...]
+    version: str
+    lockfile: str
+    lockfile_sha256: str
 
 
-@goal_rule
-async def localai_gallery(
-    console: Console,
-    workspace: Workspace,
-    all_targets: AllTargets,
-    subsystem: GallerySubsystem,
-    distdir: DistDir,
-    build_root: BuildRoot,
-) -> GalleryGoal:
+@dataclass(frozen=True)
+class GalleryTargets:
+    targets: tuple[GalleryTarget, ...]
+    left_out: tuple[str, ...]  # "<address>: no <lockfile> (<why>)"
+    meta: FrozenDict[str, BackendMeta]  # backend directory -> meta
+
+
+@dataclass(frozen=True)
+class GalleryTargetsRequest:
+    addresses: tuple[Address, ...]
+
+
+@rule(desc="Collect the gallery's backend variants", level=LogLevel.DEBUG)
+async def gallery_targets(request: GalleryTargetsRequest) -> GalleryTargets:
+    wrapped = await MultiGet(
+        Get(WrappedTarget, WrappedTargetRequest(a, description_of_origin="<localai-gallery>")) for a in request.addresses
+    )
     tgts = sorted(
-        (t for t in all_targets if t.has_field(AcceleratorField) and t.has_field(NotLockableHereField)),
+        (w.target for w in wrapped if w.target.has_field(AcceleratorField) and w.target.has_field(NotLockableHereField)),
         key=lambda t: t.address.spec,
     )
     variants = await MultiGet(Get(Variant, VariantRequest(t.address, t[AcceleratorField].value)) for t in tgts)
@@ -271,49 +269,122 @@ async def localai_gallery(
                 f"correct the accelerator's `capabilities` in {MATRIX_PATH}",
             )
     present = set((await Get(Paths, PathGlobs([v.lockfile for v in variants]))).files)
-    kept = []
+    kept, left_out = [], []
     for t, v in zip(tgts, variants):
         if v.lockfile in present:
             kept.append((t, v))
         else:
             why = t[NotLockableHereField].value or v.accelerator.lock_note or "not generated yet"
-            console.print_stderr(f"left out {v.address}: no {v.lockfile} ({why})")
+            left_out.append(f"{v.address}: no {v.lockfile} ({why})")
     lockfiles = await MultiGet(Get(VariantLockfile, VariantLockfileRequest(v, None)) for _, v in kept)
     dirs = sorted({v.directory for _, v in kept})
-    extra = await Get(
-        DigestContents, PathGlobs([f"{d}/{f}" for d in dirs for f in ("gallery.yaml", "backend.py")])
-    )
+    extra = await Get(DigestContents, PathGlobs([f"{d}/{f}" for d in dirs for f in ("gallery.yaml", "backend.py")]))
     files = {fc.path: fc.content.decode() for fc in extra}
+    meta = {}
+    for _, v in kept:
+        meta[v.directory] = read_meta(
+            v.backend, v.directory, files.get(f"{v.directory}/gallery.yaml"), files.get(f"{v.directory}/backend.py")
+        )
+    return GalleryTargets(
+        tuple(
+            GalleryTarget(
+                str(v.address), v.backend, v.directory, v.accelerator.name, v.accelerator.capabilities,
+                t[VersionField].value, lock.path, lock.sha256,
+            )
+            for (t, v), lock in zip(kept, lockfiles)
+        ),
+        tuple(left_out),
+        FrozenDict(meta),
+    )
 
-    problems, unbuilt, by_backend = [], [], {}
-    for (t, v), lock in zip(kept, lockfiles):
-        meta_path = distdir.relpath / "backends" / v.backend / v.accelerator.name / "metadata.json"
+
+def read_built_image(root: Path, distdir: Path, t: GalleryTarget) -> dict[str, Any]:
+    """image.json of the built image, checked against the build record's lockfile (paths under root)."""
+    fix = f"run `./pants package {t.address}`"
+    record_path = distdir / "backends" / t.backend / t.accelerator / BUILD_RECORD
+    image_path = distdir / image_dir(t.backend, t.accelerator) / IMAGE_JSON
+    for path in (record_path, image_path):
+        if not (root / path).is_file():
+            raise GalleryError(f"{t.address}: {path} is missing: the artifact has not been built. Fix: {fix}.")
+    try:
+        record = json.loads((root / record_path).read_text())
+        image = json.loads((root / image_path).read_text())
+        digest = image["manifest_digest"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise GalleryError(f"{t.address}: {image_path} is not an image.json of `pants package` ({e!r}). Fix: {fix}.") from e
+    if record.get("lockfile_sha256") != t.lockfile_sha256:
+        raise GalleryError(
+            f"{t.address}: {record_path} is stale: it was built from another {t.lockfile} than the committed one "
+            f"(sha256 {record.get('lockfile_sha256')} != {t.lockfile_sha256}). Fix: {fix}."
+        )
+    return {"digest": digest, "tarball": str(distdir / image_dir(t.backend, t.accelerator) / IMAGE_TARBALL)}
+
+
+def build_index(
+    gallery: GalleryTargets, root: Path, distdir: Path, uri_of: Callable[[GalleryTarget, dict[str, Any]], tuple[str, tuple[str, ...]]]
+) -> tuple[str, list[tuple[GalleryTarget, dict[str, Any]]]]:
+    """The index text, and each variant with its built image; uri_of gives (uri, mirrors)."""
+    problems, unbuilt, by_backend, built = [], [], {}, []
+    for t in gallery.targets:
         try:
-            art = read_artifact_metadata(build_root.pathlib_path, meta_path, str(v.address), lock)
+            image = read_built_image(root, distdir, t)
         except GalleryError as e:
             problems.append(str(e))
-            unbuilt.append(str(v.address))
+            unbuilt.append(t.address)
             continue
-        version = t[VersionField].value
-        entry = entry_name(v.backend, v.accelerator.name)
-        uri = subsystem.uri_format.format(
-            registry=subsystem.registry.rstrip("/"), entry=entry, backend=v.backend,
-            accelerator=v.accelerator.name, version=version,
-        )
-        by_backend.setdefault((v.backend, v.directory), []).append(
-            GalleryVariant(v.backend, v.accelerator.name, str(v.address), v.accelerator.capabilities, uri, art["sha256"], art["size"])
+        built.append((t, image))
+        uri, mirrors = uri_of(t, image)
+        by_backend.setdefault((t.backend, t.directory), []).append(
+            GalleryVariant(t.backend, t.accelerator, t.address, t.capabilities, uri, mirrors)
         )
     if problems:
-        raise GalleryError("\n".join(problems) + f"\nTo build them all: ./pants package {' '.join(unbuilt)}")
-    backends = [
-        (backend, directory, read_meta(backend, directory, files.get(f"{directory}/gallery.yaml"), files.get(f"{directory}/backend.py")), vs)
-        for (backend, directory), vs in sorted(by_backend.items())
-    ]
-    content = render(backends)
+        raise GalleryError("\n".join(problems) + f"\nTo build them: ./pants package {' '.join(unbuilt)}")
+    backends = [(b, d, gallery.meta[d], vs) for (b, d), vs in sorted(by_backend.items())]
+    return render(backends), built
+
+
+class NoTargetsError(ValueError):
+    pass
+
+
+def require_targets(gallery: GalleryTargets, goal: str) -> None:
+    if not gallery.targets:
+        raise NoTargetsError(
+            f"`pants {goal}` was given no backend variant with a lockfile. Name the variants, e.g. "
+            f"`./pants {goal} backends/silero-vad:cpu`, or `./pants {goal} backends::` for all of them."
+            + ("\nLeft out: " + "; ".join(gallery.left_out) if gallery.left_out else "")
+        )
+
+
+@goal_rule
+async def localai_gallery(
+    console: Console,
+    workspace: Workspace,
+    targets: Targets,
+    subsystem: GallerySubsystem,
+    oci: OciSubsystem,
+    distdir: DistDir,
+    build_root: BuildRoot,
+) -> GalleryGoal:
+    gallery = await Get(GalleryTargets, GalleryTargetsRequest(tuple(t.address for t in targets)))
+    for line in gallery.left_out:
+        console.print_stderr(f"left out {line}")
+    require_targets(gallery, GallerySubsystem.name)
+    if not oci.registry:
+        raise GalleryError(
+            "The gallery names images by digest in a registry, and none is set. Fix: pass "
+            "--localai-oci-registry=<host[:port]> (and --localai-oci-repository), the registry "
+            "`./pants publish` pushes to; for an offline folder use `./pants localai-bundle`."
+        )
+
+    def uri_of(t: GalleryTarget, image: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+        return f"{oci.reference()}@{image['digest']}", tuple(f"{m.rstrip('/')}@{image['digest']}" for m in oci.mirrors)
+
+    content, _ = build_index(gallery, build_root.pathlib_path, distdir.relpath, uri_of)
     digest = await Get(Digest, CreateDigest([FileContent(GALLERY_PATH, content.encode())]))
     workspace.write_digest(digest, path_prefix=str(distdir.relpath))
-    n = sum(len(vs) for *_, vs in backends)
-    console.print_stdout(f"Wrote {distdir.relpath}/{GALLERY_PATH}: {len(backends)} backends, {n} variants")
+    n = len(gallery.targets)
+    console.print_stdout(f"Wrote {distdir.relpath}/{GALLERY_PATH}: {len(gallery.meta)} backends, {n} variants")
     return GalleryGoal(exit_code=0)
 
 

@@ -1,9 +1,14 @@
 """`pants package backends/<name>:<accel>`: the backend PEX and the LocalAI backend folder.
 
-Output, under dist/backends/<name>/<accel>/:
-  backend.pex     starts the gRPC server: backend.pex --addr host:port
-  run.sh          what LocalAI executes; passes its arguments to the PEX
-  metadata.json   name, accelerator, capabilities, version, lockfile and artifact sha256
+Output, under dist/backends/<name>/<accel>/ (the folder LocalAI loads):
+  backend.pex              starts the gRPC server: backend.pex --addr host:port
+  run.sh                   what LocalAI executes; passes its arguments to the PEX
+  build-record.json        name, accelerator, capabilities, version, lockfile and artifact sha256
+                           (not metadata.json: LocalAI writes its own file of that name into
+                           every installed backend folder)
+  sbom.cdx.json            CycloneDX SBOM from the lockfile (sbom.py)
+  provenance.intoto.json   in-toto / SLSA provenance statement (provenance.py)
+and under dist/images/<name>/<accel>/ the OCI image of that folder (image.py).
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ from pants.engine.fs import (
     RemovePrefix,
 )
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.addresses import Address
+from pants.engine.addresses import Address, UnparsedAddressInputs
 from pants.engine.target import (
     Dependencies,
     DependenciesRequest,
@@ -47,7 +52,13 @@ from pants.engine.target import (
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
+from pants.backend.python.util_rules.pex_cli import PexCli
+from pants.version import VERSION as PANTS_VERSION
+
+from localai.image import BackendImage, BackendImageRequest
 from localai.proto import CompiledProto, CompileProtoRequest
+from localai.provenance import PROVENANCE_NAME, provenance_statement
+from localai.sbom import SBOM_NAME, cyclonedx_sbom, engine_components, locked_requirements
 from localai.requirements import LayeredRequirements, LayeredRequirementsRequest
 from localai.target_types import (
     AcceleratorField,
@@ -61,6 +72,7 @@ from localai.variant import Variant, VariantRequest
 
 BACKEND_PACKAGE = "localai_backend"  # the backend's own files, whatever its folder is called
 ENTRY_POINT = f"{BACKEND_PACKAGE}.backend:main"
+BUILD_RECORD = "build-record.json"  # never metadata.json: LocalAI owns that name in a backend folder
 # Needed to compile backend.proto at build time, not at run time: kept out of the PEX.
 BUILD_ONLY_REQUIREMENT = "grpcio-tools"
 
@@ -128,6 +140,7 @@ class BackendSources:
     """The Python files of the PEX: runtime, generated stubs, and the backend as localai_backend/."""
 
     digest: Digest
+    sbom_components: tuple[str, ...] = ()  # JSON components of native engines carried as package data
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,19 @@ class EngineArtifacts:
     localai_backend/engines/minilm/<cpu variant>/libminilm.so as package data."""
 
     digest: Digest
+    sbom_components: tuple[str, ...] = ()  # JSON of sbom.engine_components, for the backend's SBOM
+
+
+NATIVE_TOOLCHAIN_LOCK = "lockfiles/native-toolchain.lock"
+
+
+def _http_source(tgt) -> tuple[str, str] | None:
+    """(url, sha256) of a `file(source=http_source(...))` target."""
+    for field in tgt.field_values.values():
+        value = getattr(field, "value", None)
+        if getattr(value, "url", None) and getattr(value, "sha256", None):
+            return value.url, value.sha256
+    return None
 
 
 @rule(desc="Build a backend's native engines", level=LogLevel.DEBUG)
@@ -151,7 +177,33 @@ async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtif
     field_sets = await Get(FieldSetsPerTarget, FieldSetsPerTargetRequest(PackageFieldSet, direct))
     built = await MultiGet(Get(BuiltPackage, PackageFieldSet, fs) for fs in field_sets.field_sets)
     merged = await Get(Digest, MergeDigests(b.digest for b in built))
-    return EngineArtifacts(await Get(Digest, AddPrefix(merged, BACKEND_PACKAGE)))
+    components: tuple = ()
+    if built:
+        # The engines' build records (metadata.json today; build-record.json if they follow the backends).
+        records = await Get(
+            DigestContents, DigestSubset(merged, PathGlobs(["**/metadata.json", "**/build-record.json"]))
+        )
+        archive_specs = [
+            (t.address, f.value) for t in direct for f in t.field_values.values() if f.alias == "ggml_archive" and f.value
+        ]
+        archives = await MultiGet(
+            Get(
+                Targets,
+                UnparsedAddressInputs([spec], owning_address=owner, description_of_origin=f"the ggml_archive of {owner}"),
+            )
+            for owner, spec in archive_specs
+        )
+        sources = {src for ts in archives for t in ts if (src := _http_source(t))}
+        toolchain = await Get(DigestContents, PathGlobs([NATIVE_TOOLCHAIN_LOCK]))
+        components = tuple(
+            json.dumps(c, sort_keys=True)  # hashable, as engine values must be
+            for c in engine_components(
+                {fc.path: json.loads(fc.content) for fc in records},
+                locked_requirements(toolchain[0].content) if toolchain else (),
+                tuple(sorted(sources)),
+            )
+        )
+    return EngineArtifacts(await Get(Digest, AddPrefix(merged, BACKEND_PACKAGE)), components)
 
 
 @rule(desc="Assemble a backend's sources", level=LogLevel.DEBUG)
@@ -181,10 +233,10 @@ async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSou
     own_digest = await Get(Digest, RemovePrefix(own_digest, variant.directory))
     own_digest = await Get(Digest, AddPrefix(own_digest, BACKEND_PACKAGE))
     digest = await Get(Digest, MergeDigests([own_digest, shared_digest, compiled.digest, engines.digest]))
-    return BackendSources(digest)
+    return BackendSources(digest, engines.sbom_components)
 
 
-def metadata_json(variant: Variant, version: str, lockfile: VariantLockfile, pex_entry: FileEntry) -> bytes:
+def build_record_json(variant: Variant, version: str, lockfile: VariantLockfile, pex_entry: FileEntry) -> bytes:
     return (
         json.dumps(
             {
@@ -198,6 +250,8 @@ def metadata_json(variant: Variant, version: str, lockfile: VariantLockfile, pex
                 "artifact": "backend.pex",
                 "artifact_sha256": pex_entry.file_digest.fingerprint,
                 "artifact_size": pex_entry.file_digest.serialized_bytes_length,
+                "sbom": SBOM_NAME,
+                "provenance": PROVENANCE_NAME,
             },
             indent=2,
             sort_keys=True,
@@ -211,7 +265,7 @@ class GrpcToolsMissingError(ValueError):
 
 
 @rule(desc="Package a LocalAI backend variant", level=LogLevel.INFO)
-async def package_backend_variant(field_set: BackendVariantFieldSet) -> BuiltPackage:
+async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: PexCli) -> BuiltPackage:
     variant = await Get(Variant, VariantRequest(field_set.address, field_set.accelerator.value))
     lockfile, layered = await MultiGet(
         Get(VariantLockfile, VariantLockfileRequest(variant, field_set.not_lockable_here.value)),
@@ -251,31 +305,89 @@ async def package_backend_variant(field_set: BackendVariantFieldSet) -> BuiltPac
     )
     entries = await Get(DigestEntries, Digest, pex.digest)
     pex_entry = next(e for e in entries if isinstance(e, FileEntry) and e.path.endswith("backend.pex"))
-    folder = await Get(
+    size = pex_entry.file_digest.serialized_bytes_length
+    pex_sha = pex_entry.file_digest.fingerprint
+    version = field_set.version.value
+    record = build_record_json(variant, version, lockfile, pex_entry)
+    sbom = cyclonedx_sbom(
+        name=variant.backend,
+        version=version,
+        artifact="backend.pex",
+        artifact_sha256=pex_sha,
+        lockfile=lockfile.path,
+        lockfile_sha256=lockfile.sha256,
+        requirements=locked_requirements(lockfile.content),
+        extra_components=tuple(json.loads(c) for c in sources.sbom_components),
+    )
+    run_sh = RUN_SH.encode()
+    provenance = provenance_statement(
+        target=str(variant.address),
+        subjects={
+            "backend.pex": pex_sha,
+            "run.sh": hashlib.sha256(run_sh).hexdigest(),
+            BUILD_RECORD: hashlib.sha256(record).hexdigest(),
+            SBOM_NAME: hashlib.sha256(sbom).hexdigest(),
+        },
+        lockfile=lockfile.path,
+        lockfile_sha256=lockfile.sha256,
+        sources_digest=sources.digest.fingerprint,
+        pex_version=pex_cli.version,
+        pex_sha256=pex_tool_sha256(pex_cli),
+        python=variant.accelerator.python,
+        pants_version=str(PANTS_VERSION),
+    )
+    files = await Get(
         Digest,
         CreateDigest(
             [
-                FileContent(f"{prefix}/run.sh", RUN_SH.encode(), is_executable=True),
-                FileContent(
-                    f"{prefix}/metadata.json",
-                    metadata_json(variant, field_set.version.value, lockfile, pex_entry),
-                ),
+                FileContent("run.sh", run_sh, is_executable=True),
+                FileContent(BUILD_RECORD, record),
+                FileContent(SBOM_NAME, sbom),
+                FileContent(PROVENANCE_NAME, provenance),
             ]
         ),
     )
-    digest = await Get(Digest, MergeDigests([pex.digest, folder]))
-    size_mb = pex_entry.file_digest.serialized_bytes_length / 1e6
+    pex_at_root = await Get(Digest, RemovePrefix(pex.digest, prefix))
+    folder = await Get(Digest, MergeDigests([pex_at_root, files]))
+    entry = f"{variant.accelerator.name}-{variant.backend}"
+    image = await Get(
+        BackendImage,
+        BackendImageRequest(
+            folder,
+            variant.backend,
+            variant.accelerator.name,
+            entry,
+            (
+                ("org.opencontainers.image.title", entry),
+                ("org.opencontainers.image.version", version),
+                ("io.localai.backend", variant.backend),
+                ("io.localai.accelerator", variant.accelerator.name),
+                ("io.localai.lockfile.sha256", lockfile.sha256),
+            ),
+            ics,
+        ),
+    )
+    digest = await Get(Digest, MergeDigests([await Get(Digest, AddPrefix(folder, prefix)), image.digest]))
     return BuiltPackage(
         digest,
         (
-            BuiltPackageArtifact(
-                f"{prefix}/backend.pex",
-                (f"{size_mb:.1f} MB, sha256 {pex_entry.file_digest.fingerprint}",),
-            ),
+            BuiltPackageArtifact(f"{prefix}/backend.pex", (f"{size / 1e6:.1f} MB, sha256 {pex_sha}",)),
             BuiltPackageArtifact(f"{prefix}/run.sh"),
-            BuiltPackageArtifact(f"{prefix}/metadata.json"),
+            BuiltPackageArtifact(f"{prefix}/{BUILD_RECORD}"),
+            BuiltPackageArtifact(f"{prefix}/{SBOM_NAME}"),
+            BuiltPackageArtifact(f"{prefix}/{PROVENANCE_NAME}"),
+            BuiltPackageArtifact(f"images/{variant.backend}/{variant.accelerator.name}/", (f"OCI image {image.manifest_digest}",)),
         ),
     )
+
+
+def pex_tool_sha256(pex_cli: PexCli) -> str:
+    """The pinned sha256 of the pex tool for this platform (all platforms share one file here)."""
+    for known in pex_cli.known_versions:
+        version, platform, sha, _ = (x.strip() for x in known.split("|"))
+        if version == pex_cli.version and platform == "linux_x86_64":
+            return sha
+    return ""
 
 
 def rules():

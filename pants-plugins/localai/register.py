@@ -1,6 +1,6 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
 from localai import accelerators, audit, package, proto, requirements, status, variant
-from localai import ci_matrix, export, gallery
+from localai import bundle, ci_matrix, export, gallery, image, proto_diff, publish
 from localai import target_types as localai_target_types
 
 
@@ -15,9 +15,13 @@ def rules():
         *requirements.rules(),
         *proto.rules(),
         *package.rules(),
+        *image.rules(),
+        *publish.rules(),
         *audit.rules(),
         *status.rules(),
         *gallery.rules(),
+        *bundle.rules(),
         *ci_matrix.rules(),
         *export.rules(),
+        *proto_diff.rules(),
     )

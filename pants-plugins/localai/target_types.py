@@ -84,7 +84,7 @@ class SizeBudgetField(IntField):
 class VersionField(StringField):
     alias = "version"
     default = "0.1.0"
-    help = "The backend's version, written to metadata.json and the gallery."
+    help = "The backend's version, written to build-record.json and the gallery."
 
 
 class NotLockableHereField(StringField):
@@ -112,7 +112,7 @@ class LocalAIBackendVariantTarget(Target):
         """
         One accelerator variant of a LocalAI backend. `pants package` writes a PEX that
         starts the backend's gRPC server (`--addr host:port`) and a LocalAI backend folder:
-        run.sh, backend.pex, metadata.json.
+        run.sh, backend.pex, build-record.json, SBOM and provenance, plus its OCI image.
         """
     )
 

@@ -28,15 +28,22 @@ def dist_path(backend: str, accelerator: str, name: str = "run.sh") -> Path:
 
 
 class BackendProcess:
-    """`run.sh --addr 127.0.0.1:<port>` with a stub connected to it; stops with SIGTERM."""
+    """`run.sh --addr 127.0.0.1:<port>` with a stub connected to it; stops with SIGTERM.
 
-    def __init__(self, backend: str, accelerator: str = "cpu", env: dict[str, str] | None = None):
+    ``launcher``: a command that starts run.sh as its child (e.g. to play LocalAI's process).
+    """
+
+    def __init__(self, backend: str, accelerator: str = "cpu", env: dict[str, str] | None = None, launcher=()):
         self.run_sh = dist_path(backend, accelerator)
-        self.addr = f"127.0.0.1:{free_port()}"
-        self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"{backend}-{accelerator}-{os.getpid()}.log"
+        port = free_port()
+        self.addr = f"127.0.0.1:{port}"
+        self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"{backend}-{accelerator}-{port}.log"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PEX_ROOT": str(pex_root()), **(env or {})}
+        token = env.get("LOCALAI_GRPC_AUTH_TOKEN", "")
+        # What every call must carry when the backend runs with LocalAI's bearer token.
+        self.metadata = [("authorization", f"Bearer {token}")] if token else []
         self.proc = subprocess.Popen(
-            [str(self.run_sh), "--addr", self.addr], env=env, stdout=self.log.open("wb"), stderr=subprocess.STDOUT
+            [*launcher, str(self.run_sh), "--addr", self.addr], env=env, stdout=self.log.open("wb"), stderr=subprocess.STDOUT
         )
         self.channel = grpc.insecure_channel(
             self.addr, options=[("grpc.max_receive_message_length", 50 * 1024 * 1024)]
@@ -50,7 +57,7 @@ class BackendProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.run_sh} exited with {self.proc.returncode}:\n{self.output()}")
             try:
-                if self.stub.Health(backend_pb2.HealthMessage(), timeout=2).message == b"OK":
+                if self.stub.Health(backend_pb2.HealthMessage(), metadata=self.metadata, timeout=2).message == b"OK":
                     return time.monotonic() - start
             except grpc.RpcError:
                 time.sleep(0.2)

@@ -85,7 +85,7 @@ def check_result(result: backend_pb2.TranscriptResult, language: str) -> None:
     assert result.text == "".join(s.text for s in result.segments).strip()
     for i, seg in enumerate(result.segments):
         assert seg.id == i
-        assert 0 <= seg.start <= seg.end  # milliseconds
+        assert 0 <= seg.start <= seg.end <= int((SECONDS + 0.05) * 1e9)  # nanoseconds
         assert all(isinstance(t, int) for t in seg.tokens)
 
 

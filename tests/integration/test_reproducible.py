@@ -1,8 +1,10 @@
 """Reproducibility and hermeticity: two clean builds, in different directories, by different
-HOMEs and umasks, one of them with a poisoned pip configuration, give byte-identical artifacts;
-then a warm rebuild with no reachable package index still succeeds."""
+HOMEs and umasks, one of them with a poisoned pip configuration, give byte-identical artifacts
+(the backend folder, its SBOM and provenance, and its OCI image: same manifest digest, same
+tarball); then a warm rebuild with no reachable package index still succeeds."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -10,6 +12,8 @@ from tests.integration.temp_repo import make_temp_repo, run_pants
 from tests.integration.test_remote_cache import SOURCES, TARGET
 
 OUT = "dist/backends/silero-vad/cpu"
+IMAGE = "dist/images/silero-vad/cpu"
+FOLDER_FILES = ("backend.pex", "run.sh", "build-record.json", "sbom.cdx.json", "provenance.intoto.json")
 
 
 def poisoned_pip(tmp_path: Path) -> dict[str, str]:
@@ -63,8 +67,13 @@ def test_two_clean_builds_are_identical_and_ignore_host_pip_config(tmp_path: Pat
     rb = build(b, tmp_path / "cache-b", env_b, 0o077)
     assert rb.returncode == 0, rb.stdout[-4000:]
     assert any(home_b.glob(".cache/localai-build/pants-venv-*/.ready"))  # B really bootstrapped
-    for name in ("backend.pex", "run.sh", "metadata.json"):
+    for name in FOLDER_FILES:
         assert (a / OUT / name).read_bytes() == (b / OUT / name).read_bytes(), name
+    assert not (a / OUT / "metadata.json").exists()  # LocalAI writes its own file of that name
+    image_a = json.loads((a / IMAGE / "image.json").read_text())
+    assert image_a == json.loads((b / IMAGE / "image.json").read_text())
+    assert (a / IMAGE / "image.oci.tar").read_bytes() == (b / IMAGE / "image.oci.tar").read_bytes()
+    print(f"\nIMAGE manifest {image_a['manifest_digest']} identical in both builds")
 
     # Warm caches, no reachable index: packaging still succeeds, with the same bytes.
     (b / OUT / "backend.pex").unlink()

@@ -63,6 +63,29 @@ def test_empty_prompt_is_invalid_argument_and_server_survives(server) -> None:
     assert server.stub.Health(backend_pb2.HealthMessage(), timeout=5).message == b"OK"
 
 
+@pytest.mark.parametrize(
+    "call, limit",
+    [
+        # The tiny model's context is 128 tokens (n_positions in tiny_models.py).
+        (lambda stub: stub.Predict(backend_pb2.PredictOptions(Prompt="hello world " * 200), timeout=60), "context is 128"),
+        (lambda stub: list(stub.PredictStream(backend_pb2.PredictOptions(Prompt="hello world " * 200), timeout=60)), "context is 128"),
+        (lambda stub: stub.Predict(backend_pb2.PredictOptions(Prompt="hello world", Tokens=1000), timeout=60), "context of 128"),
+        (lambda stub: stub.Embedding(backend_pb2.PredictOptions(Embeddings="hello world " * 200), timeout=60), "context is 128"),
+    ],
+    ids=["prompt", "stream-prompt", "tokens", "embedding"],
+)
+def test_input_past_the_context_is_invalid_argument_naming_the_limit(server, model, call, limit) -> None:
+    assert server.stub.LoadModel(backend_pb2.ModelOptions(Model=str(model)), timeout=300).success
+    with pytest.raises(grpc.RpcError) as e:
+        call(server.stub)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    assert limit in e.value.details()
+    # A default-length generation near the limit is shortened to fit, not refused.
+    reply = server.stub.Predict(backend_pb2.PredictOptions(Prompt="hello world " * 20), timeout=120)
+    assert reply.tokens > 0
+    assert server.stub.Health(backend_pb2.HealthMessage(), timeout=5).message == b"OK"
+
+
 def test_sigterm_stops_the_server_cleanly(model) -> None:
     proc = BackendProcess("transformers")
     proc.wait_healthy()

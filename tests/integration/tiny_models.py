@@ -228,3 +228,68 @@ def _seeded(seed: int = 0) -> None:
     import torch
 
     torch.manual_seed(seed)
+
+
+BARK_VOICE = "v2/en_speaker_0"
+
+
+def tiny_bark(out: Path) -> Path:
+    """A random 1-layer BarkModel (semantic, coarse, fine: hidden 16; default Encodec codec),
+    a tiny WordPiece tokenizer and one voice preset (``BARK_VOICE``), saved as BarkProcessor
+    and BarkModel save them. The semantic stage is capped at 16 new tokens (random weights
+    rarely emit EOS), which still gives a few thousand 24 kHz samples."""
+    import json
+
+    import numpy as np
+    from transformers import BarkConfig, BarkModel, BarkProcessor, BertTokenizerFast
+    from transformers.models.bark.generation_configuration_bark import (
+        BarkCoarseGenerationConfig,
+        BarkFineGenerationConfig,
+        BarkGenerationConfig,
+        BarkSemanticGenerationConfig,
+    )
+
+    out.mkdir(parents=True, exist_ok=True)
+    words = "hello world the quick brown fox jumps over lazy dog this is a test".split()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(set(words)), *"abcdefghijklmnopqrstuvwxyz.,!?"]
+    (out / "vocab.txt").write_text("\n".join(dict.fromkeys(vocab)) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(out / "vocab.txt"))
+    (out / "vocab.txt").unlink()
+
+    layer = dict(hidden_size=16, num_layers=1, num_heads=2, block_size=1024)
+    cfg = BarkConfig(
+        semantic_config=dict(layer, input_vocab_size=129_600, output_vocab_size=10_048),
+        coarse_acoustics_config=dict(layer, input_vocab_size=12_096, output_vocab_size=12_096),
+        fine_acoustics_config=dict(layer, input_vocab_size=1_056, output_vocab_size=1_056, n_codes_total=8, n_codes_given=1),
+    )
+    _seeded(0)
+    model = BarkModel(cfg)
+    model.save_pretrained(out)
+    # As suno/bark ships it: generation_config.json holds the sub-configs as plain dicts
+    # (BarkModel.generate rebuilds them from dicts), the codebook size and the 24 kHz rate.
+    generation = BarkGenerationConfig(
+        semantic_config=BarkSemanticGenerationConfig(max_new_tokens=16).to_dict(),
+        coarse_acoustics_config=BarkCoarseGenerationConfig().to_dict(),
+        fine_acoustics_config=BarkFineGenerationConfig().to_dict(),
+        sample_rate=24_000,
+        codebook_size=1024,
+    )
+    (out / "generation_config.json").write_text(json.dumps(generation.to_dict(), indent=1))
+
+    rng = np.random.default_rng(0)
+    voice_dir = out / "speaker_embeddings" / "v2"
+    voice_dir.mkdir(parents=True)
+    preset = {
+        "semantic_prompt": rng.integers(0, 10_000, size=(12,)),
+        "coarse_prompt": rng.integers(0, 1024, size=(2, 18)),
+        "fine_prompt": rng.integers(0, 1024, size=(8, 18)),
+    }
+    paths = {}
+    for key, array in preset.items():
+        rel = f"speaker_embeddings/{BARK_VOICE}_{key}.npy"
+        np.save(out / rel, array, allow_pickle=False)
+        paths[key] = rel
+    (out / "speaker_embeddings_path.json").write_text(json.dumps({"repo_or_path": str(out), BARK_VOICE: paths}))
+    np.savez(out / "my-voice.npz", **preset)
+    BarkProcessor(tokenizer=tok).tokenizer.save_pretrained(out)
+    return out

@@ -31,3 +31,21 @@ def test_llm_helpers():
     with pytest.raises(InvalidArgument):
         validate_predict(backend_pb2.PredictOptions())
     assert truncate_at_stop("a</s>b", ["</s>"]) == "a"
+
+
+def test_generation_fits_the_context():
+    import types
+
+    from backends.common import llm
+    from backends.common.errors import InvalidArgument
+
+    assert llm.context_length(types.SimpleNamespace(n_positions=128)) == 128
+    assert llm.context_length(types.SimpleNamespace(max_position_embeddings=4096, n_positions=128)) == 4096
+    assert llm.context_length(types.SimpleNamespace()) is None
+    assert llm.max_new_tokens(10, 0, None) == 512
+    assert llm.max_new_tokens(10, 0, 128) == 118  # the default shortened to fit
+    assert llm.max_new_tokens(10, 118, 128) == 118
+    with pytest.raises(InvalidArgument, match="Tokens=119 with a 10-token prompt exceeds the model's context of 128"):
+        llm.max_new_tokens(10, 119, 128)
+    with pytest.raises(InvalidArgument, match="prompt is 128 tokens; the model's context is 128 tokens"):
+        llm.max_new_tokens(128, 0, 128)

@@ -33,7 +33,8 @@ def test_segments_from_generator_reach_the_reply(tmp_path):
     s, audio = loaded(tmp_path)
     r = s.AudioTranscription(backend_pb2.TranscriptRequest(dst=audio), FakeContext())
     assert [x.text for x in r.segments] == [" hello", " world"]
-    assert (r.segments[1].start, r.segments[1].end) == (1500, 2250)
+    # Nanoseconds, as LocalAI's faster-whisper backend sends them.
+    assert (r.segments[1].start, r.segments[1].end) == (1_500_000_000, 2_250_000_000)
     assert r.text == "hello world" and r.language == "en"
 
 
@@ -57,3 +58,14 @@ def test_compute_type():
     with pytest.raises(InvalidArgument):
         backend.compute_type_for("cpu", environ={"LOCALAI_WHISPER_COMPUTE_TYPE": "float16"})
     assert backend.compute_type_for("cuda", environ={}) == "float16"
+
+
+def test_words_use_localai_transcript_word(tmp_path):
+    s, audio = loaded(tmp_path)
+    words = [types.SimpleNamespace(word=" hel", start=0.25, end=0.5), types.SimpleNamespace(word="lo", start=0.5, end=1.0)]
+    segment = backend.to_segment(0, types.SimpleNamespace(text=" hello", start=0.0, end=1.5, tokens=[], words=words))
+    wire = backend_pb2.TranscriptSegment.FromString(segment.SerializeToString())
+    assert [(w.start, w.end, w.text) for w in wire.words] == [(250_000_000, 500_000_000, " hel"), (500_000_000, 1_000_000_000, "lo")]
+    # LocalAI's field numbers: start=1, end=2, text=3.
+    fields = {f.name: f.number for f in backend_pb2.TranscriptWord.DESCRIPTOR.fields}
+    assert fields == {"start": 1, "end": 2, "text": 3}

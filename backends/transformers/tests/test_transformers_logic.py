@@ -27,7 +27,7 @@ def test_out_of_range_sampling_is_invalid(field, value):
 
 def test_generation_kwargs_greedy_and_sampling():
     assert backend.generation_kwargs(backend_pb2.PredictOptions(Prompt="x")) == {
-        "max_new_tokens": backend.DEFAULT_MAX_NEW_TOKENS, "do_sample": False}
+        "max_new_tokens": 512, "do_sample": False}  # LocalAI-style default
     kw = backend.generation_kwargs(backend_pb2.PredictOptions(Prompt="x", Tokens=5, Temperature=0.7, TopP=0.9, TopK=40))
     assert kw == {"max_new_tokens": 5, "do_sample": True, "temperature": pytest.approx(0.7), "top_p": pytest.approx(0.9), "top_k": 40}
 

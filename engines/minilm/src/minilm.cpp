@@ -32,8 +32,14 @@
 
 namespace {
 
-// Graph capacity: ~13 nodes per text and layer for attention (32 texts x 6 layers) plus the rest.
-constexpr int kGraphNodes = 8192;
+// Texts packed into one graph, and the tokens of all of them (see embed_packed).
+constexpr int kMaxTextsPerGraph = 32;
+constexpr int kMaxTokensPerGraph = 2048;
+
+// Graph capacity, from the loaded model: per layer 21 nodes plus 13 per text (attention on
+// views), and 17 leaves; about 10 nodes outside the layers. Rounded up so that no model the
+// loader accepts can overflow the graph (ggml aborts the process on overflow).
+size_t graph_nodes(int n_layer) { return 64 + (size_t)n_layer * (32 + 16 * kMaxTextsPerGraph); }
 
 struct minilm_error : std::runtime_error {
     minilm_status status;
@@ -65,6 +71,7 @@ struct minilm_context {
     ggml_backend_t backend = nullptr;
     ggml_gallocr_t galloc = nullptr;
     std::vector<uint8_t> graph_meta;
+    size_t graph_size = 0;  // node capacity of one graph: graph_nodes(n_layer)
 
     ggml_tensor *tok_embd = nullptr, *pos_embd = nullptr, *type_embd = nullptr, *ln_w = nullptr, *ln_b = nullptr;
     std::vector<layer> layers;
@@ -226,7 +233,8 @@ void load(minilm_context & m, const char * path) {
     // weights are finite? a corrupted payload must not produce NaN silently: checked on output instead.
     m.galloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(m.backend));
     if (!m.galloc) throw minilm_error(MINILM_ERR_OUT_OF_MEMORY, "cannot create allocator");
-    m.graph_meta.resize(ggml_tensor_overhead() * kGraphNodes + ggml_graph_overhead_custom(kGraphNodes, false));
+    m.graph_size = graph_nodes(m.n_layer);
+    m.graph_meta.resize(ggml_tensor_overhead() * m.graph_size + ggml_graph_overhead_custom(m.graph_size, false));
 }
 
 // ggml custom op: rows of a (contiguous f32) split between the graph's threads.
@@ -243,9 +251,6 @@ void gelu_erf_rows(ggml_tensor * dst, const ggml_tensor * a, int ith, int nth, v
 // every token of every text, which lets ggml's tiled sgemm work on wide matrices; attention runs
 // per text on views, so no padding or mask is needed and each row is computed exactly as it would
 // be alone (batched results equal single-text results bit for bit).
-constexpr int kMaxTextsPerGraph = 32;
-constexpr int kMaxTokensPerGraph = 2048;
-
 void embed_packed(minilm_context & m, const std::vector<std::vector<int32_t>> & seqs, size_t first, size_t count, float * out) {
     const int d = m.n_embd, H = m.n_head, hd = d / H;
     std::vector<int32_t> ids, pv;
@@ -261,7 +266,7 @@ void embed_packed(minilm_context & m, const std::vector<std::vector<int32_t>> & 
     ggml_context * ctx = ggml_init(ip);
     if (!ctx) throw minilm_error(MINILM_ERR_OUT_OF_MEMORY, "ggml_init");
     std::unique_ptr<ggml_context, void (*)(ggml_context *)> ctx_guard(ctx, ggml_free);
-    ggml_cgraph * gf = ggml_new_graph_custom(ctx, kGraphNodes, false);
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, m.graph_size, false);
 
     ggml_tensor * inp = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, N);
     ggml_set_input(inp);

@@ -1,0 +1,62 @@
+"""What each test target proves: the `description` of every `python_tests` target.
+
+docs/status.md lists them (status.py renders `render_catalog`), so the claim sits next to the
+test in its BUILD file and the doc cannot drift from it; a test target without a description
+is a lint error naming it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import AllUnexpandedTargets, DescriptionField
+
+TESTS_ALIAS = "python_tests"
+
+
+@dataclass(frozen=True)
+class TestEntry:
+    address: str
+    description: str | None
+
+
+@dataclass(frozen=True)
+class TestCatalog:
+    entries: tuple[TestEntry, ...]
+
+    @property
+    def undocumented(self) -> tuple[str, ...]:
+        return tuple(e.address for e in self.entries if not e.description)
+
+
+@rule(desc="List test targets and what they prove")
+async def test_catalog() -> TestCatalog:
+    targets = await Get(AllUnexpandedTargets)
+    entries = sorted(
+        (
+            TestEntry(t.address.spec, " ".join((t[DescriptionField].value or "").split()) or None)
+            for t in targets
+            if t.alias == TESTS_ALIAS
+        ),
+        key=lambda e: e.address,
+    )
+    return TestCatalog(tuple(entries))
+
+
+def render_catalog(catalog: TestCatalog) -> str:
+    lines = [
+        "## What each test proves",
+        "",
+        "From the `description` of each `python_tests` target (`./pants test <target>` runs it).",
+        "",
+        "| test target | what it proves |",
+        "|---|---|",
+    ]
+    for entry in catalog.entries:
+        text = (entry.description or "(undocumented)").replace("|", "\\|")
+        lines.append(f"| `{entry.address}` | {text} |")
+    return "\n".join(lines) + "\n"
+
+
+def rules():
+    return collect_rules()

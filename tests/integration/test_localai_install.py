@@ -1,0 +1,138 @@
+"""From a fresh clone to a backend LocalAI installed: `./pants package`, `./pants publish` to a
+real registry started here (the CNCF distribution registry), `./pants localai-gallery`, then
+LocalAI's installer (localai_installer.py) resolves the gallery entry, pulls the image by digest,
+stages and swaps it, and the installed run.sh serves a real VAD call. Then the same offline from
+`./pants localai-bundle` (ocifile://) with the registry stopped. And skopeo, an independent
+OCI implementation, reads the image tarball."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from backends.proto import backend_pb2, backend_pb2_grpc
+from tests.integration.backend_process import free_port, pex_root
+from tests.integration.localai_installer import install, resolve_entry
+from tests.integration.registry import RegistryServer, debian_tool
+from tests.integration.temp_repo import make_temp_repo, run_pants
+from tests.integration.test_remote_cache import SOURCES, TARGET
+from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice
+
+ENTRY = "cpu-silero-vad"
+
+
+def pants(repo: Path, *args: str) -> str:
+    result = run_pants(repo, *args, timeout=1800)
+    assert result.returncode == 0, f"./pants {' '.join(args)}:\n{result.stdout[-4000:]}"
+    return result.stdout
+
+
+def serve_and_detect(folder: Path) -> list:
+    """Start the installed run.sh as LocalAI does, Health, LoadModel, one VAD call."""
+    addr = f"127.0.0.1:{free_port()}"
+    log = folder.parent / f"{folder.name}.log"
+    env = {**os.environ, "PEX_ROOT": str(pex_root())}
+    proc = subprocess.Popen([str(folder / "run.sh"), "--addr", addr], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    channel = grpc.insecure_channel(addr)
+    stub = backend_pb2_grpc.BackendStub(channel)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, log.read_text()[-4000:]
+            try:
+                if stub.Health(backend_pb2.HealthMessage(), timeout=2).message == b"OK":
+                    break
+            except grpc.RpcError:
+                assert time.monotonic() < deadline, log.read_text()[-4000:]
+                time.sleep(0.3)
+        assert stub.LoadModel(backend_pb2.ModelOptions(), timeout=120).success
+        silence = np.zeros(SAMPLE_RATE, np.float32)
+        audio = np.concatenate([silence, synthetic_voice(3.0), silence])
+        res = stub.VAD(backend_pb2.VADRequest(audio=audio.tolist()), timeout=120)
+        return [(s.start, s.end) for s in res.segments]
+    finally:
+        channel.close()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    server = RegistryServer(tmp_path_factory.mktemp("registry"))
+    yield server
+    server.stop()
+
+
+def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_path: Path) -> None:
+    repo = make_temp_repo(tmp_path / "clone", SOURCES)
+    pants(repo, "package", TARGET)
+    image = json.loads((repo / "dist/images/silero-vad/cpu/image.json").read_text())
+    digest = image["manifest_digest"]
+
+    opts = (f"--localai-oci-registry={registry.host}", "--localai-oci-repository=localai/backends")
+    out = pants(repo, *opts, "publish", TARGET)
+    push = json.loads(next(l for l in out.splitlines() if l.startswith("{")))
+    assert push["reference"] == f"{registry.host}/localai/backends@{digest}"
+    # config + layers, all new to this registry
+    assert push["uploaded_bytes"] > sum(l["size"] for l in image["layers"]) and push["skipped_bytes"] == 0
+    # Publishing again uploads nothing: every blob is already there (one HEAD each).
+    again = json.loads(next(l for l in pants(repo, *opts, "publish", TARGET).splitlines() if l.startswith("{")))
+    assert again["uploaded_bytes"] == 0 and again["skipped_bytes"] > 0
+
+    pants(repo, *opts, "--localai-oci-mirrors=['mirror.invalid/localai/backends']", "localai-gallery", TARGET)
+    index = (repo / "dist/gallery/index.yaml").read_text()
+    entry = resolve_entry(index, "silero-vad")
+    assert entry["name"] == ENTRY
+    assert entry["uri"] == f"{registry.host}/localai/backends@{digest}"
+    assert entry["mirrors"] == [f"mirror.invalid/localai/backends@{digest}"]
+    assert "sha256" not in entry
+
+    backends = tmp_path / "localai/backends"
+    (backends / ENTRY).mkdir(parents=True)
+    (backends / ENTRY / "run.sh").write_text("#!/bin/sh\nexit 3\n")  # an older install, swapped out
+    folder = install(entry, backends)
+    assert not (backends / f"{ENTRY}.install-tmp").exists()
+    assert os.access(folder / "run.sh", os.X_OK)
+    assert json.loads((folder / "metadata.json").read_text())["digest"] == digest  # LocalAI's file
+    assert json.loads((folder / "build-record.json").read_text())["name"] == "silero-vad"  # ours, untouched
+    for name in ("sbom.cdx.json", "provenance.intoto.json"):
+        assert (folder / name).read_bytes() == (repo / "dist/backends/silero-vad/cpu" / name).read_bytes()
+    assert serve_and_detect(folder), "no speech found by the installed backend"
+
+    # Offline: the bundle, moved to where the air-gapped machine keeps it, registry gone.
+    airgap = tmp_path / "airgap/bundle"
+    pants(repo, "localai-bundle", f"--localai-bundle-location={airgap}", TARGET)
+    shutil.copytree(repo / "dist/bundle", airgap)
+    shutil.rmtree(repo / "dist/bundle")
+    registry.stop()
+    offline = resolve_entry((airgap / "index.yaml").read_text(), "silero-vad")
+    assert offline["uri"] == f"ocifile://{airgap}/images/{ENTRY}.oci.tar"
+    folder2 = install(offline, tmp_path / "airgapped-localai/backends")
+    assert (folder2 / "backend.pex").read_bytes() == (folder / "backend.pex").read_bytes()
+    assert serve_and_detect(folder2), "no speech found by the backend installed from the bundle"
+
+
+def test_image_tarball_is_read_by_an_independent_implementation(tmp_path: Path) -> None:
+    """skopeo (containers/image) reads the tarball both ways it is meant to be read: as an OCI
+    layout archive and as a `docker save` archive (the format LocalAI's ocifile:// loads)."""
+    skopeo = debian_tool("skopeo")
+    tarball = Path("images/silero-vad/cpu/image.oci.tar")  # runtime_package_dependencies
+    image = json.loads(Path("images/silero-vad/cpu/image.json").read_text())
+    raw = subprocess.run([skopeo, "inspect", "--raw", f"oci-archive:{tarball}"], check=True, capture_output=True).stdout
+    assert "sha256:" + __import__("hashlib").sha256(raw).hexdigest() == image["manifest_digest"]
+    docker = json.loads(subprocess.run([skopeo, "inspect", f"docker-archive:{tarball}"], check=True, capture_output=True, text=True).stdout)
+    assert docker["Layers"] == [l["diff_id"] for l in image["layers"]]
+    assert docker["Labels"]["io.localai.backend"] == "silero-vad"
+    # A full copy out of the docker-archive view checks every layer against its diff_id.
+    subprocess.run([skopeo, "copy", f"docker-archive:{tarball}", f"dir:{tmp_path / 'copy'}"], check=True, capture_output=True)

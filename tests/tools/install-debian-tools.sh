@@ -1,0 +1,25 @@
+#!/bin/sh
+# Installs the Debian tools the integration tests need, when they are missing:
+#   docker-registry  the CNCF distribution registry (a real OCI registry for the publish and
+#                    LocalAI-installer tests)
+#   skopeo           an independent reader of the image tarball (oci-archive: and docker-archive:)
+# Test-only: the build itself needs none of them. Called by the tests (registry.py) and by
+# .ci/run. Needs root or sudo and a Debian/Ubuntu apt source; anywhere else, install the
+# equivalent package (e.g. `distribution`/`registry`) and put `docker-registry` on PATH.
+set -eu
+missing=""
+command -v docker-registry >/dev/null 2>&1 || missing="$missing docker-registry"
+command -v skopeo >/dev/null 2>&1 || missing="$missing skopeo"
+[ -z "$missing" ] && exit 0
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry) and skopeo" >&2
+    exit 1
+fi
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get install -y --no-install-recommends $missing >/dev/null 2>&1 || {
+    $sudo apt-get update -q >/dev/null
+    $sudo apt-get install -y --no-install-recommends $missing
+}
+echo "installed:$missing"
