@@ -309,3 +309,27 @@ def test_load_errors(tmp_path, models) -> None:
         assert "truncated.bin" in err.details() and "not all tensors" in err.details()
         assert state(proc.stub) == backend_pb2.StatusResponse.UNINITIALIZED
         assert_healthy(proc.stub)
+
+
+def test_every_cpu_level_this_machine_runs_gives_the_same_answers(models, speech, tmp_path) -> None:
+    """LOCALAI_WHISPER_CPU picks the library (as run.sh would by /proc/cpuinfo): the fallback
+    (no SIMD beyond x86-64) and avx2 builds agree on VAD segments and transcription tokens; an
+    unknown level is refused at LoadModel."""
+    from backends.whisper.binding import CPU_LEVELS, cpu_flags
+
+    wav = write_wav(tmp_path / "speech.wav", speech)
+    results = {}
+    for level in [lvl for lvl in ("fallback", "avx2", "avx512") if CPU_LEVELS[lvl] <= cpu_flags()]:
+        with BackendProcess("whisper", env={"LOCALAI_WHISPER_CPU": level}) as proc:
+            assert proc.stub.LoadModel(backend_pb2.ModelOptions(Model=str(models[1]), Threads=2), timeout=120).success
+            segs = vad(proc.stub, speech)
+            res = proc.stub.AudioTranscription(backend_pb2.TranscriptRequest(dst=str(wav), language="en"), timeout=300)
+            results[level] = (segs, [list(s.tokens) for s in res.segments])
+    assert len(results) >= 2 and "fallback" in results, results.keys()
+    first = results["fallback"]
+    for level, got in results.items():
+        assert got[0] == first[0], (level, got[0], first[0])
+        assert got[1][0][:16] == first[1][0][:16], (level, got[1][0][:16], first[1][0][:16])
+    with BackendProcess("whisper", env={"LOCALAI_WHISPER_CPU": "avx9000"}) as proc:
+        err = expect_code(Code.INVALID_ARGUMENT, proc.stub.LoadModel, backend_pb2.ModelOptions())
+        assert "avx9000" in err.details()
