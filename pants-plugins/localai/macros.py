@@ -44,19 +44,39 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
 
 
 def localai_engine(library, header, ggml_archive, test_binary=None, cpu_variants=("fallback", "avx2", "avx512"),
-                   cpptests_variant="avx2", fuzz_variant="fallback"):
+                   cpptests_variant="avx2", fuzz_variant="fallback", fuzz=True, **build):
     """Declares a native engine with one variant per CPU level: `engines/<name>:<cpu_variant>`
     (library, header, metadata.json), plus for its own tests `:<cpptests_variant>-cpptests` (the
     same build, also packaging `test_binary`) and `:fuzz` (a sanitizer-coverage build of
-    `fuzz_variant` for the fuzzers, not shipped)."""
-    common = dict(library=library, header=header, ggml_archive=ggml_archive, test_binary=test_binary)
+    `fuzz_variant` for the fuzzers, not shipped; fuzz=False leaves it out).
+
+    build: the native_engine fields for third-party engines and extra options, passed to every
+    variant: ggml_subdir (ggml's directory in the archive), cmake_options ({KEY: VALUE}),
+    upstream_subdir / upstream_sources / upstream_include_dirs / upstream_defines / exports (a
+    library built from the archive's own sources, exporting only `exports`), e.g.
+
+        localai_engine(library="libwhisper.so", header="include/whisper.h",
+                       ggml_archive="3rdparty/native:pywhispercpp-sdist", ggml_subdir="whisper.cpp/ggml",
+                       upstream_subdir="whisper.cpp", upstream_sources=["src/whisper.cpp"],
+                       upstream_include_dirs=["include", "src"], exports=["whisper_*"], fuzz=False)
+    """
+    allowed = {"ggml_subdir", "cmake_options", "upstream_subdir", "upstream_sources", "upstream_include_dirs",
+               "upstream_defines", "exports"}
+    unknown = sorted(set(build) - allowed)
+    if unknown:
+        raise ValueError(f"{build_file_dir()}/BUILD: localai_engine() got unknown argument(s) {unknown}; "
+                         f"accepted besides the named ones: {sorted(allowed)}")
+    common = dict(library=library, header=header, ggml_archive=ggml_archive, test_binary=test_binary, **build)
+    if build.get("upstream_subdir"):
+        common["sources"] = []  # no CMake project of ours: the sources come from the archive
     for v in cpu_variants:
         native_engine(name=v, cpu_variant=v, **common)
     if test_binary:
         native_engine(name=f"{cpptests_variant}-cpptests", cpu_variant=cpptests_variant, include_test_binary=True,
                       **common)
     # No test executable: instrumented code links only against the fuzzer's runtime.
-    native_engine(name="fuzz", cpu_variant=fuzz_variant, sanitizer_coverage=True, **{**common, "test_binary": None})
+    if fuzz:
+        native_engine(name="fuzz", cpu_variant=fuzz_variant, sanitizer_coverage=True, **{**common, "test_binary": None})
 
 
 def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0"):

@@ -7,6 +7,14 @@ same three packages, which is how the engine is developed outside Pants.
 
   python cmake_driver.py ggml   --sdist X.tar.gz --variant avx2 --out ggml-avx2
   python cmake_driver.py engine --src engines/minilm --ggml ggml-avx2 --variant avx2 --out out
+  python cmake_driver.py ggml   --sdist pywhispercpp-1.5.1.tar.gz --ggml-subdir whisper.cpp/ggml ...
+  python cmake_driver.py engine --upstream-archive pywhispercpp-1.5.1.tar.gz --upstream-subdir whisper.cpp \
+      --upstream-source src/whisper.cpp --upstream-include include --upstream-include src \
+      --export 'whisper_*' --library libwhisper.so --header include/whisper.h --ggml ggml-avx2 ...
+
+A third-party engine (--upstream-*) has no CMake project of its own: the driver extracts the
+subtree from the pinned archive and generates one (sources, includes, definitions, a version
+script exporting only --export globs), linked against the prebuilt static ggml.
 
 Hermeticity: CMAKE_C/CXX_COMPILER, CMAKE_AR and CMAKE_RANLIB are wrapper scripts around
 `python -m ziglang cc|c++|ar|ranlib -target x86_64-linux-gnu.2.28`; PATH holds only the
@@ -27,7 +35,7 @@ import sys
 import tarfile
 
 ZIG_TARGET = "x86_64-linux-gnu.2.28"
-GGML_PREFIX_IN_SDIST = "vendor/llama.cpp/ggml/"
+GGML_PREFIX_IN_SDIST = "vendor/llama.cpp/ggml"
 
 # ggml silently disables every ISA option when SOURCE_DATE_EPOCH is set: always pass them all.
 ISA = ("GGML_SSE42", "GGML_AVX", "GGML_AVX2", "GGML_FMA", "GGML_F16C", "GGML_BMI2", "GGML_AVX512")
@@ -111,14 +119,38 @@ def cmake_common(wrappers, ninja, prefix_maps, variant, sanitizer_coverage=False
     return args + extra
 
 
-def extract_ggml(sdist: str, dest: str) -> str:
+def extract_subdir(sdist: str, subdir: str, dest: str) -> str:
+    """Extracts `<top>/<subdir>/` of the archive (top = the sdist's own top directory) into dest;
+    returns the extracted directory's absolute path."""
+    prefix = subdir.strip("/") + "/"
     with tarfile.open(sdist) as tf:
-        members = [m for m in tf.getmembers() if GGML_PREFIX_IN_SDIST in m.name and (m.isfile() or m.isdir())]
+        members = [m for m in tf.getmembers()
+                   if (m.isfile() or m.isdir()) and m.name.partition("/")[2].startswith(prefix)]
         if not members:
-            raise SystemExit(f"{sdist}: no {GGML_PREFIX_IN_SDIST} inside")
-        root = members[0].name.split(GGML_PREFIX_IN_SDIST)[0] + GGML_PREFIX_IN_SDIST
+            raise SystemExit(f"{sdist}: no {prefix} below its top directory: check ggml_subdir/upstream_subdir")
+        for m in members:
+            if m.name.startswith("/") or ".." in m.name.split("/"):
+                raise SystemExit(f"{sdist}: unsafe member path {m.name}")
+        root = members[0].name.partition("/")[0] + "/" + prefix
         tf.extractall(dest, members=members)
     return os.path.abspath(os.path.join(dest, root))
+
+
+def extract_ggml(sdist: str, dest: str, subdir: str = GGML_PREFIX_IN_SDIST) -> str:
+    return extract_subdir(sdist, subdir, dest)
+
+
+def extra_options(pairs) -> dict:
+    """--cmake-option KEY=VALUE (repeatable) -> {KEY: VALUE}; the fixed options cannot be overridden."""
+    opts = {}
+    for p in pairs or ():
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--cmake-option {p!r}: expected KEY=VALUE")
+        if key in ISA or key in GGML_COMMON or key.startswith("CMAKE_"):
+            raise SystemExit(f"--cmake-option {key}: set by the driver (ISA/hermetic option), not overridable")
+        opts[key] = value
+    return dict(sorted(opts.items()))
 
 
 def ggml_version(ggml_src: str) -> str:
@@ -130,7 +162,8 @@ def ggml_version(ggml_src: str) -> str:
 def build_ggml(a):
     work = os.path.abspath(".native-work")
     env, cmake, ninja, wrappers = toolchain(work)
-    src = extract_ggml(a.sdist, os.path.join(work, "src"))
+    src = extract_ggml(a.sdist, os.path.join(work, "src"), a.ggml_subdir)
+    extra = extra_options(a.cmake_option)
     build = os.path.join(work, "build")
     # The sdist ships ggml without ggml.pc.in, which standalone mode needs: build it as a
     # subproject of a two-line wrapper instead (the way llama.cpp itself builds it).
@@ -141,7 +174,7 @@ def build_ggml(a):
                 f'add_subdirectory("{src}" ggml)\n')
     maps = [(src, "ggml"), (build, "build"), (wrap, "."), (work, ".")]
     _run([cmake, "-S", wrap, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant, a.sanitizer_coverage),
-          *(f"-D{k}={v}" for k, v in GGML_COMMON.items())], env)
+          *(f"-D{k}={v}" for k, v in GGML_COMMON.items()), *(f"-D{k}={v}" for k, v in extra.items())], env)
     _run([cmake, "--build", build, "-j", str(a.jobs)], env)
     out = os.path.abspath(a.out)
     os.makedirs(os.path.join(out, "lib"), exist_ok=True)
@@ -152,9 +185,59 @@ def build_ggml(a):
     shutil.copytree(os.path.join(src, "include"), os.path.join(out, "include"))
     with open(os.path.join(out, "ggml-build.json"), "w") as f:
         json.dump({"ggml_version": ggml_version(src), "cpu_variant": a.variant,
-                   "cmake_options": {**GGML_COMMON, **VARIANTS[a.variant]}, "zig_target": ZIG_TARGET,
+                   "cmake_options": {**GGML_COMMON, **VARIANTS[a.variant], **extra}, "zig_target": ZIG_TARGET,
                    "sanitizer_coverage": a.sanitizer_coverage}, f, indent=2, sort_keys=True)
     shutil.rmtree(work)
+
+
+def _cmake_list(items):
+    return " ".join('"' + i.replace("\\", "/").replace('"', '\\"') + '"' for i in items)
+
+
+def upstream_project(a, upstream: str) -> str:
+    """CMakeLists.txt for a third-party engine: its listed sources as one shared library linked
+    against the prebuilt static ggml, exporting only the --export globs."""
+    import glob
+
+    sources = []
+    for pattern in a.upstream_source:
+        found = sorted(os.path.relpath(p, upstream) for p in glob.glob(os.path.join(upstream, pattern), recursive=True)
+                       if os.path.isfile(p))
+        if not found:
+            raise SystemExit(f"--upstream-source {pattern}: matches no file under {a.upstream_subdir}/ of the archive")
+        sources += [f for f in found if f not in sources]
+    if not a.export:
+        raise SystemExit("a third-party engine needs --export globs (the C API it exports)")
+    if not (a.library.startswith("lib") and a.library.endswith(".so")):
+        raise SystemExit(f"--library {a.library}: expected lib<name>.so")
+    name = a.library[3:-3]
+    with open(os.path.join(upstream, "localai-exports.map"), "w") as f:
+        f.write("{\n  global:\n" + "".join(f"    {g};\n" for g in a.export) + "  local:\n    *;\n};\n")
+    return f"""# Generated by cmake_driver.py for a third-party engine (do not edit).
+cmake_minimum_required(VERSION 3.20)
+project(localai_upstream_engine C CXX)
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_C_VISIBILITY_PRESET hidden)
+set(CMAKE_CXX_VISIBILITY_PRESET hidden)
+set(CMAKE_VISIBILITY_INLINES_HIDDEN ON)
+add_library(ggml_static INTERFACE)
+target_include_directories(ggml_static INTERFACE "${{GGML_PREFIX}}/include")
+target_link_libraries(ggml_static INTERFACE
+  -Wl,--start-group
+  "${{GGML_PREFIX}}/lib/libggml.a" "${{GGML_PREFIX}}/lib/libggml-cpu.a" "${{GGML_PREFIX}}/lib/libggml-base.a"
+  -Wl,--end-group
+  pthread m)
+add_library(engine SHARED {_cmake_list(sources)})
+set_target_properties(engine PROPERTIES OUTPUT_NAME "{name}" LINKER_LANGUAGE CXX
+  LINK_DEPENDS "${{CMAKE_CURRENT_SOURCE_DIR}}/localai-exports.map")
+target_include_directories(engine PRIVATE {_cmake_list(a.upstream_include)})
+target_compile_definitions(engine PRIVATE {_cmake_list(a.upstream_define)})
+target_compile_options(engine PRIVATE -O2)
+target_link_libraries(engine PRIVATE ggml_static)
+target_link_options(engine PRIVATE -s "-Wl,--version-script=${{CMAKE_CURRENT_SOURCE_DIR}}/localai-exports.map"
+  -Wl,--build-id=none)
+"""
 
 
 def build_engine(a):
@@ -163,20 +246,30 @@ def build_engine(a):
     # Build from copies under the work directory: CMAKE_<LANG>_FLAGS is split on whitespace, so a
     # source or ggml path with a space would break -ffile-prefix-map (and the compiler check).
     src, ggml = os.path.join(work, "src"), os.path.join(work, "ggml")
-    shutil.copytree(os.path.abspath(a.src), src)
+    if a.upstream_archive:
+        upstream = extract_subdir(a.upstream_archive, a.upstream_subdir, os.path.join(work, "upstream"))
+        with open(os.path.join(upstream, "CMakeLists.txt"), "w") as f:
+            f.write(upstream_project(a, upstream))
+        os.rename(upstream, src)
+        shutil.rmtree(os.path.join(work, "upstream"))
+    else:
+        shutil.copytree(os.path.abspath(a.src), src)
     shutil.copytree(os.path.abspath(a.ggml), ggml)
     if any(c.isspace() for c in work):
         raise SystemExit(f"the build directory {work!r} contains whitespace: run from a directory without spaces")
     build = os.path.join(work, "build")
     maps = [(src, "."), (ggml, "ggml"), (build, "build"), (work, ".")]
     _run([cmake, "-S", src, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant, a.sanitizer_coverage),
-          f"-DGGML_PREFIX={ggml}", f"-DENGINE_CPU_VARIANT={a.variant}"], env)
+          f"-DGGML_PREFIX={ggml}", f"-DENGINE_CPU_VARIANT={a.variant}",
+          *(f"-D{k}={v}" for k, v in extra_options(a.cmake_option).items())], env)
     # Build only what is copied out (ninja takes output files as targets).
     _run([cmake, "--build", build, "-j", str(a.jobs), "--target", *a.artifact], env)
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)
     for name in a.artifact:
         shutil.copy2(os.path.join(build, name), os.path.join(out, os.path.basename(name)))
+    if a.upstream_archive and a.header:
+        shutil.copy2(os.path.join(src, a.header), os.path.join(out, os.path.basename(a.header)))
     shutil.rmtree(work)
 
 
@@ -185,8 +278,17 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("ggml")
     g.add_argument("--sdist", required=True)
+    g.add_argument("--ggml-subdir", default=GGML_PREFIX_IN_SDIST, help="ggml's directory below the archive's top one")
     e = sub.add_parser("engine")
-    e.add_argument("--src", required=True)
+    e.add_argument("--src", help="the engine's own CMake project (or --upstream-archive)")
+    e.add_argument("--upstream-archive", help="a third-party engine: the pinned archive holding its sources")
+    e.add_argument("--upstream-subdir", help="the engine's directory below the archive's top one")
+    e.add_argument("--upstream-source", action="append", default=[], help="glob under --upstream-subdir to compile")
+    e.add_argument("--upstream-include", action="append", default=[])
+    e.add_argument("--upstream-define", action="append", default=[])
+    e.add_argument("--export", action="append", default=[], help="symbol glob the library exports")
+    e.add_argument("--library", help="lib<name>.so (third-party engine)")
+    e.add_argument("--header", help="public header under --upstream-subdir, copied to --out")
     e.add_argument("--ggml", required=True)
     e.add_argument("--artifact", action="append", required=True, help="path in the build dir to build and copy out")
     for s in (g, e):
@@ -194,7 +296,12 @@ def main():
         s.add_argument("--out", required=True)
         s.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
         s.add_argument("--sanitizer-coverage", action="store_true", help="instrument for libFuzzer (fuzzing builds)")
+        s.add_argument("--cmake-option", action="append", default=[], help="extra KEY=VALUE for CMake")
     a = p.parse_args()
+    if a.cmd == "engine" and bool(a.src) == bool(a.upstream_archive):
+        p.error("engine: give exactly one of --src and --upstream-archive")
+    if a.cmd == "engine" and a.upstream_archive and not (a.upstream_subdir and a.upstream_source and a.library):
+        p.error("engine --upstream-archive needs --upstream-subdir, --upstream-source and --library")
     (build_ggml if a.cmd == "ggml" else build_engine)(a)
 
 

@@ -40,14 +40,21 @@ from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
 from localai.native.target_types import (
+    CMakeOptionsField,
     CpuVariantField,
+    ExportsField,
     GgmlArchiveField,
+    GgmlSubdirField,
     HeaderField,
     IncludeTestBinaryField,
     LibraryField,
     NativeEngineSourcesField,
     SanitizerCoverageField,
     TestBinaryField,
+    UpstreamDefinesField,
+    UpstreamIncludeDirsField,
+    UpstreamSourcesField,
+    UpstreamSubdirField,
 )
 
 TOOLCHAIN_RESOLVE = "native-toolchain"
@@ -112,6 +119,37 @@ class GgmlBuildRequest:
     archive: Address  # a `file` target holding the pinned archive
     cpu_variant: str
     sanitizer_coverage: bool = False
+    ggml_subdir: str = "vendor/llama.cpp/ggml"
+    cmake_options: tuple[tuple[str, str], ...] = ()
+
+
+def cmake_option_args(options) -> tuple[str, ...]:
+    return tuple(a for k, v in options for a in ("--cmake-option", f"{k}={v}"))
+
+
+@dataclass(frozen=True)
+class ArchiveFile:
+    digest: Digest
+    path: str
+
+
+@rule(desc="Fetch a pinned native archive", level=LogLevel.DEBUG)
+async def archive_file(address: Address) -> ArchiveFile:
+    targets = await Get(
+        Targets,
+        UnparsedAddressInputs([address.spec], owning_address=None, description_of_origin="ggml_archive"),
+    )
+    if len(targets) != 1 or not targets[0].has_field(FileSourceField):
+        raise NativeBuildError(f"{address}: ggml_archive must be a `file` target with an http_source")
+    # http_source is hydrated by codegen (download + sha256/len check): enable it.
+    archive = await Get(
+        HydratedSources,
+        HydrateSourcesRequest(targets[0][FileSourceField], for_sources_types=(FileSourceField,), enable_codegen=True),
+    )
+    files = archive.snapshot.files
+    if len(files) != 1:
+        raise NativeBuildError(f"{address}: expected one archive file, got {files}")
+    return ArchiveFile(archive.snapshot.digest, files[0])
 
 
 @dataclass(frozen=True)
@@ -123,27 +161,16 @@ class GgmlBuild:
 
 @rule(desc="Build ggml", level=LogLevel.DEBUG)
 async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain) -> GgmlBuild:
-    targets = await Get(
-        Targets,
-        UnparsedAddressInputs([request.archive.spec], owning_address=None, description_of_origin="ggml_archive"),
-    )
-    if len(targets) != 1 or not targets[0].has_field(FileSourceField):
-        raise NativeBuildError(f"{request.archive}: ggml_archive must be a `file` target with an http_source")
-    # http_source is hydrated by codegen (download + sha256/len check): enable it.
-    archive = await Get(
-        HydratedSources,
-        HydrateSourcesRequest(targets[0][FileSourceField], for_sources_types=(FileSourceField,), enable_codegen=True),
-    )
-    files = archive.snapshot.files
-    if len(files) != 1:
-        raise NativeBuildError(f"{request.archive}: expected one archive file, got {files}")
-    input_digest = await Get(Digest, MergeDigests([archive.snapshot.digest, toolchain.driver]))
+    archive = await Get(ArchiveFile, Address, request.archive)
+    files = (archive.path,)
+    input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver]))
     coverage = ("--sanitizer-coverage",) if request.sanitizer_coverage else ()
+    options = ("--ggml-subdir", request.ggml_subdir, *cmake_option_args(request.cmake_options))
     result = await Get(
         ProcessResult,
         VenvPexProcess,
         toolchain.process(
-            argv=("ggml", "--sdist", files[0], "--variant", request.cpu_variant, "--out", GGML_OUT, *coverage),
+            argv=("ggml", "--sdist", files[0], "--variant", request.cpu_variant, "--out", GGML_OUT, *coverage, *options),
             input_digest=input_digest,
             description=f"Compile ggml ({request.cpu_variant}{', sanitizer coverage' if coverage else ''}) from {files[0]}",
             output_directories=(GGML_OUT,),
@@ -162,6 +189,32 @@ class NativeEngineBuildRequest:
     archive: Address
     artifacts: tuple[str, ...]
     sanitizer_coverage: bool = False
+    ggml_subdir: str = "vendor/llama.cpp/ggml"
+    cmake_options: tuple[tuple[str, str], ...] = ()
+    upstream: UpstreamSpec | None = None
+
+
+@dataclass(frozen=True)
+class UpstreamSpec:
+    """A third-party engine: sources from a subdirectory of the pinned archive (see the fields'
+    help in target_types.py); the driver generates its CMake project and version script."""
+
+    subdir: str
+    sources: tuple[str, ...]
+    include_dirs: tuple[str, ...]
+    defines: tuple[str, ...]
+    exports: tuple[str, ...]
+    library: str
+    header: str
+
+    def argv(self, archive_path: str) -> list[str]:
+        argv = ["--upstream-archive", archive_path, "--upstream-subdir", self.subdir, "--library", self.library,
+                "--header", self.header]
+        for flag, values in (("--upstream-source", self.sources), ("--upstream-include", self.include_dirs),
+                             ("--upstream-define", self.defines), ("--export", self.exports)):
+            for v in values:
+                argv += [flag, v]
+        return argv
 
 
 @dataclass(frozen=True)
@@ -174,14 +227,26 @@ class NativeEngineBuild:
 @rule(desc="Build a native engine", level=LogLevel.DEBUG)
 async def build_native_engine(request: NativeEngineBuildRequest, toolchain: NativeToolchain) -> NativeEngineBuild:
     ggml, sources = await MultiGet(
-        Get(GgmlBuild, GgmlBuildRequest(request.archive, request.cpu_variant, request.sanitizer_coverage)),
+        Get(GgmlBuild, GgmlBuildRequest(request.archive, request.cpu_variant, request.sanitizer_coverage,
+                                        request.ggml_subdir, request.cmake_options)),
         Get(SourceFiles, SourceFilesRequest([request.sources])),
     )
     src_dir = request.address.spec_path
-    if f"{src_dir}/CMakeLists.txt" not in sources.snapshot.files:
-        raise NativeBuildError(f"{request.address}: no CMakeLists.txt in {src_dir}/ (the engine's CMake project)")
-    input_digest = await Get(Digest, MergeDigests([sources.snapshot.digest, ggml.digest, toolchain.driver]))
-    argv = ["engine", "--src", src_dir, "--ggml", GGML_OUT, "--variant", request.cpu_variant, "--out", ENGINE_OUT]
+    inputs = [sources.snapshot.digest, ggml.digest, toolchain.driver]
+    if request.upstream:
+        archive = await Get(ArchiveFile, Address, request.archive)
+        inputs.append(archive.digest)
+        where = request.upstream.argv(archive.path)
+    else:
+        if f"{src_dir}/CMakeLists.txt" not in sources.snapshot.files:
+            raise NativeBuildError(
+                f"{request.address}: no CMakeLists.txt in {src_dir}/ (the engine's CMake project); for a "
+                "third-party engine from the archive set upstream_subdir, upstream_sources and exports instead"
+            )
+        where = ["--src", src_dir]
+    input_digest = await Get(Digest, MergeDigests(inputs))
+    argv = ["engine", *where, "--ggml", GGML_OUT, "--variant", request.cpu_variant, "--out", ENGINE_OUT,
+            *cmake_option_args(request.cmake_options)]
     for a in request.artifacts:
         argv += ["--artifact", a]
     if request.sanitizer_coverage:
@@ -213,13 +278,46 @@ class NativeEngineFieldSet(PackageFieldSet):
     include_test_binary: IncludeTestBinaryField
     sanitizer_coverage: SanitizerCoverageField
     output_path: OutputPathField
+    ggml_subdir: GgmlSubdirField
+    cmake_options: CMakeOptionsField
+    upstream_subdir: UpstreamSubdirField
+    upstream_sources: UpstreamSourcesField
+    upstream_include_dirs: UpstreamIncludeDirsField
+    upstream_defines: UpstreamDefinesField
+    exports: ExportsField
+
+    def upstream(self) -> UpstreamSpec | None:
+        if not self.upstream_subdir.value:
+            if self.upstream_sources.value or self.exports.value:
+                raise NativeBuildError(
+                    f"{self.address}: upstream_sources/exports are for a third-party engine: set upstream_subdir "
+                    "(the engine's directory in ggml_archive) too"
+                )
+            return None
+        if not self.upstream_sources.value or not self.exports.value:
+            raise NativeBuildError(
+                f"{self.address}: upstream_subdir={self.upstream_subdir.value!r} needs upstream_sources (files to "
+                "compile) and exports (the C API symbol globs, e.g. [\"whisper_*\"])"
+            )
+        return UpstreamSpec(
+            subdir=self.upstream_subdir.value,
+            sources=tuple(self.upstream_sources.value),
+            include_dirs=tuple(self.upstream_include_dirs.value or ()),
+            defines=tuple(self.upstream_defines.value or ()),
+            exports=tuple(self.exports.value),
+            library=self.library.value,
+            header=self.header.value,
+        )
 
 
-def metadata_json(*, name: str, cpu_variant: str, library: str, lib_sha256: str, header: str, ggml: GgmlBuild) -> bytes:
+def metadata_json(*, name: str, cpu_variant: str, library: str, lib_sha256: str, header: str, ggml: GgmlBuild,
+                  upstream: dict | None = None) -> bytes:
     info = json.loads(ggml.build_info)
+    extra = {"upstream": upstream} if upstream else {}
     return (
         json.dumps(
             {
+                **extra,
                 "name": name,
                 "cpu_variant": cpu_variant,
                 "library": library,
@@ -256,15 +354,22 @@ async def package_native_engine(field_set: NativeEngineFieldSet) -> BuiltPackage
     # share the same cached process; only the packaged file list differs.
     built = (library, test_binary) if test_binary else (library,)
     artifacts = list(built) if field_set.include_test_binary.value else [library]
+    upstream = field_set.upstream()
     build = await Get(
         NativeEngineBuild,
         NativeEngineBuildRequest(address, field_set.sources, field_set.cpu_variant.value, archive[0].address, built,
-                                 field_set.sanitizer_coverage.value),
+                                 field_set.sanitizer_coverage.value, field_set.ggml_subdir.value,
+                                 tuple(sorted((field_set.cmake_options.value or {}).items())), upstream),
     )
     build_digest = await Get(Digest, DigestSubset(build.digest, PathGlobs(artifacts)))
-    header_path = f"{address.spec_path}/{field_set.header.value}"
-    header_digest = await Get(Digest, DigestSubset(build.sources, PathGlobs([header_path])))
-    header_digest = await Get(Digest, RemovePrefix(header_digest, os.path.dirname(header_path)))
+    if upstream:
+        # The driver copied the archive's header next to the library.
+        header_path = os.path.basename(field_set.header.value)
+        header_digest = await Get(Digest, DigestSubset(build.digest, PathGlobs([header_path])))
+    else:
+        header_path = f"{address.spec_path}/{field_set.header.value}"
+        header_digest = await Get(Digest, DigestSubset(build.sources, PathGlobs([header_path])))
+        header_digest = await Get(Digest, RemovePrefix(header_digest, os.path.dirname(header_path)))
     lib_contents = await Get(DigestContents, DigestSubset(build.digest, PathGlobs([library])))
     if not lib_contents:
         raise NativeBuildError(f"{address}: the CMake project built no {library}")
@@ -283,6 +388,11 @@ async def package_native_engine(field_set: NativeEngineFieldSet) -> BuiltPackage
                         lib_sha256=lib_sha,
                         header=header_name,
                         ggml=build.ggml,
+                        upstream=(
+                            {"archive": str(archive[0].address), "subdir": upstream.subdir, "exports": list(upstream.exports),
+                             "defines": list(upstream.defines)}
+                            if upstream else None
+                        ),
                     ),
                 )
             ]

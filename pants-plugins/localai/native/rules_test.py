@@ -15,7 +15,7 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import RuleRunner
 
 from localai.native import register
-from localai.native.rules import GgmlBuild, NativeEngineFieldSet, metadata_json
+from localai.native.rules import GgmlBuild, NativeBuildError, NativeEngineFieldSet, metadata_json
 from localai.native.target_types import (
     CPU_VARIANTS,
     CpuVariantField,
@@ -126,3 +126,94 @@ def test_localai_engine_macro_declares_variants_cpptests_and_fuzz(rule_runner):
     fuzz = get("fuzz")
     assert fuzz[SanitizerCoverageField].value and fuzz[TestBinaryField].value is None
     assert fuzz[CpuVariantField].value == "fallback"
+
+
+UPSTREAM_BUILD = """
+native_engine(
+    name="avx2",
+    cpu_variant="avx2",
+    ggml_archive="3rdparty/native:ggml",
+    ggml_subdir="x.cpp/ggml",
+    library="libx.so",
+    header="include/x.h",
+    upstream_subdir="x.cpp",
+    upstream_sources=["src/*.cpp"],
+    upstream_include_dirs=["include"],
+    upstream_defines=["X_BUILD", 'X_VERSION="1.0"'],
+    exports=["x_*"],
+    cmake_options={"X_OPT": "ON"},
+    sources=[],
+)
+"""
+
+
+def test_third_party_engine_fields(rule_runner):
+    rule_runner.write_files({"engines/x/BUILD": UPSTREAM_BUILD})
+    tgt = rule_runner.get_target(Address("engines/x", target_name="avx2"))
+    fs = NativeEngineFieldSet.create(tgt)
+    spec = fs.upstream()
+    assert spec.subdir == "x.cpp" and spec.exports == ("x_*",) and spec.library == "libx.so"
+    argv = spec.argv("a.tar.gz")
+    assert argv[:4] == ["--upstream-archive", "a.tar.gz", "--upstream-subdir", "x.cpp"]
+    assert ["--export", "x_*"] == argv[argv.index("--export"):argv.index("--export") + 2]
+    assert dict(fs.cmake_options.value) == {"X_OPT": "ON"} and fs.ggml_subdir.value == "x.cpp/ggml"
+
+
+@pytest.mark.parametrize("fields,needs", [
+    ('upstream_subdir="x.cpp", exports=["x_*"]', "upstream_sources"),
+    ('upstream_subdir="x.cpp", upstream_sources=["a.cpp"]', "exports"),
+    ('exports=["x_*"]', "upstream_subdir"),
+])
+def test_third_party_engine_needs_sources_and_exports(rule_runner, fields, needs):
+    rule_runner.write_files({"engines/x/BUILD": f'native_engine(name="avx2", cpu_variant="avx2", '
+                                                f'ggml_archive="a:b", library="libx.so", header="x.h", {fields})'})
+    fs = NativeEngineFieldSet.create(rule_runner.get_target(Address("engines/x", target_name="avx2")))
+    with pytest.raises(NativeBuildError, match=needs):
+        fs.upstream()
+
+
+def test_driver_generates_a_project_exporting_only_the_given_globs(tmp_path):
+    import argparse
+
+    d = _driver()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "b.cpp").write_text("")
+    (tmp_path / "src" / "a.cpp").write_text("")
+    a = argparse.Namespace(upstream_source=["src/*.cpp"], upstream_subdir="x.cpp", upstream_include=["include"],
+                           upstream_define=['X_VERSION="1.0"'], export=["x_*", "y_init"], library="libx.so")
+    text = d.upstream_project(a, str(tmp_path))
+    assert 'add_library(engine SHARED "src/a.cpp" "src/b.cpp")' in text  # sorted: deterministic
+    assert 'OUTPUT_NAME "x"' in text and "-Wl,--version-script=" in text and "--build-id=none" in text
+    assert '"X_VERSION=\\"1.0\\""' in text  # CMake-quoted: the definition keeps its quotes
+    assert (tmp_path / "localai-exports.map").read_text() == "{\n  global:\n    x_*;\n    y_init;\n  local:\n    *;\n};\n"
+    with pytest.raises(SystemExit, match="matches no file"):
+        d.upstream_project(argparse.Namespace(**{**vars(a), "upstream_source": ["nope/*.c"]}), str(tmp_path))
+    with pytest.raises(SystemExit, match="--export"):
+        d.upstream_project(argparse.Namespace(**{**vars(a), "export": []}), str(tmp_path))
+
+
+def test_driver_extra_cmake_options_cannot_override_fixed_ones():
+    d = _driver()
+    assert d.extra_options(["B=1", "A=x=y"]) == {"A": "x=y", "B": "1"}
+    for bad in ("GGML_AVX2=OFF", "GGML_NATIVE=ON", "CMAKE_C_FLAGS=-O0", "novalue"):
+        with pytest.raises(SystemExit):
+            d.extra_options([bad])
+
+
+def test_driver_extracts_a_subdirectory_below_the_archive_top(tmp_path):
+    import io
+    import tarfile
+
+    d = _driver()
+    archive = tmp_path / "a.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        for name in ("pkg-1.0/x.cpp/ggml/CMakeLists.txt", "pkg-1.0/x.cpp/src/a.cpp", "pkg-1.0/other/ggml/z.c"):
+            data = b"content"
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    out = d.extract_subdir(str(archive), "x.cpp/ggml", str(tmp_path / "out"))
+    assert sorted(p.name for p in Path(out).iterdir()) == ["CMakeLists.txt"]
+    assert not (tmp_path / "out" / "pkg-1.0" / "other").exists()
+    with pytest.raises(SystemExit, match="no missing/"):
+        d.extract_subdir(str(archive), "missing", str(tmp_path / "out2"))

@@ -18,8 +18,10 @@ from pants.core.goals.package import OutputPathField
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     BoolField,
+    DictStringToStringField,
     MultipleSourcesField,
     StringField,
+    StringSequenceField,
     Target,
 )
 from pants.util.strutil import help_text
@@ -47,6 +49,71 @@ class GgmlArchiveField(StringField):
         """
         Address of a `file` target whose source is a pinned archive containing ggml (an
         `http_source` with url, len and sha256), e.g. the llama_cpp_python sdist.
+        """
+    )
+
+
+class GgmlSubdirField(StringField):
+    alias = "ggml_subdir"
+    default = "vendor/llama.cpp/ggml"
+    help = help_text(
+        """
+        Where ggml is inside `ggml_archive`, below the archive's top directory (e.g.
+        `whisper.cpp/ggml` in the pywhispercpp sdist). Each archive's own vendored ggml is built.
+        """
+    )
+
+
+class CMakeOptionsField(DictStringToStringField):
+    alias = "cmake_options"
+    help = help_text(
+        """
+        Extra `-D<key>=<value>` options for both CMake steps (ggml and the engine), on top of the
+        fixed hermetic/ISA options. Part of the cache key of both steps.
+        """
+    )
+
+
+class UpstreamSubdirField(StringField):
+    alias = "upstream_subdir"
+    default = None
+    help = help_text(
+        """
+        Build a third-party engine: the library's sources are this directory of `ggml_archive`
+        (below its top directory, e.g. `whisper.cpp`), not a CMake project in the target's
+        directory. The engine step generates the CMake project from `upstream_sources`,
+        `upstream_include_dirs`, `upstream_defines` and `exports`; `header` is then relative to
+        this directory.
+        """
+    )
+
+
+class UpstreamSourcesField(StringSequenceField):
+    alias = "upstream_sources"
+    default = ()
+    help = "Files (globs) under `upstream_subdir` compiled into the library, e.g. [\"src/whisper.cpp\"]."
+
+
+class UpstreamIncludeDirsField(StringSequenceField):
+    alias = "upstream_include_dirs"
+    default = ()
+    help = "Include directories under `upstream_subdir` (ggml's headers are always on the path)."
+
+
+class UpstreamDefinesField(StringSequenceField):
+    alias = "upstream_defines"
+    default = ()
+    help = "Preprocessor definitions for the upstream sources, e.g. [\"WHISPER_SHARED\", 'WHISPER_VERSION=\"1.8.5\"']."
+
+
+class ExportsField(StringSequenceField):
+    alias = "exports"
+    default = ()
+    help = help_text(
+        """
+        Symbol globs the library exports (a linker version script is generated: `global:` these,
+        `local: *`), e.g. [\"whisper_*\"]. Required with `upstream_subdir`; an engine with its own
+        CMake project brings its own version script.
         """
     )
 
@@ -99,6 +166,13 @@ class NativeEngineTarget(Target):
         *COMMON_TARGET_FIELDS,
         CpuVariantField,
         GgmlArchiveField,
+        GgmlSubdirField,
+        CMakeOptionsField,
+        UpstreamSubdirField,
+        UpstreamSourcesField,
+        UpstreamIncludeDirsField,
+        UpstreamDefinesField,
+        ExportsField,
         NativeEngineSourcesField,
         LibraryField,
         HeaderField,

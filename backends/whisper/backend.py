@@ -1,0 +1,270 @@
+"""LocalAI whisper backend on whisper.cpp 1.8.5 (engines/whisper-cpp, C++ on ggml).
+
+The PEX carries one libwhisper.so per CPU level (fallback, avx2, avx512) and the Silero VAD
+model converted at build time with whisper.cpp's converter; the best library this CPU supports is
+loaded with ctypes (engines/whisper-cpp/binding.py), as LocalAI's run.sh picks one from
+/proc/cpuinfo. No torch, onnxruntime or ctranslate2.
+
+- LoadModel(Model=<ggml Whisper model>): AudioTranscription, AudioTranscriptionStream (and VAD
+  with the bundled model).
+- LoadModel(Model=""): VAD only, with the bundled Silero VAD model.
+
+Audio: `dst` is a WAV file (PCM 8/16/24/32-bit or IEEE float, any channel count, any sample
+rate: downmixed and resampled to 16 kHz mono). LocalAI converts uploads to 16 kHz mono WAV
+with ffmpeg before calling the backend. Times: segment and word start/end in nanoseconds, as
+LocalAI's backends send them (whisper.cpp has them in milliseconds); VAD segments in seconds.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import os
+import queue
+import struct
+import threading
+
+from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.server import BaseServicer, run
+from backends.proto import backend_pb2
+from .binding import CPU_LEVELS, SAMPLE_RATE, Library, WhisperError, cpu_flags
+
+MAX_AUDIO_SECONDS = 4 * 3600  # whisper_full takes an int sample count; bound memory too
+# 10 min of 16 kHz audio per VAD call (38.4 MB of floats: inside gRPC's 50 MB message limit,
+# which answers RESOURCE_EXHAUSTED above it).
+MAX_VAD_SAMPLES = 600 * SAMPLE_RATE
+ENGINE_DIR = "engines/whisper-cpp"
+
+
+def pick_level(flags: set[str], available: list[str]) -> str:
+    override = os.environ.get("LOCALAI_WHISPER_CPU")
+    if override:
+        require(override in available, f"LOCALAI_WHISPER_CPU={override}: not one of {available}")
+        return override
+    return next(level for level, needs in CPU_LEVELS.items() if level in available and needs <= flags)
+
+
+class Engine(Library):
+    """The best libwhisper.so of this PEX for this CPU, extracted to a real file for ctypes."""
+
+    def __init__(self):
+        root = importlib.resources.files(__package__).joinpath(ENGINE_DIR)
+        available = [lvl for lvl in CPU_LEVELS if root.joinpath(lvl, "libwhisper.so").is_file()]
+        require(bool(available), "this PEX holds no libwhisper.so (package it with engines=[...])")
+        self.level = pick_level(cpu_flags(), available)
+        self._files = contextlib.ExitStack()
+        lib = self._files.enter_context(importlib.resources.as_file(root.joinpath(self.level, "libwhisper.so")))
+        super().__init__(lib, verbose=bool(os.environ.get("LOCALAI_WHISPER_VERBOSE")))
+
+    def bundled_vad_model(self) -> str:
+        root = importlib.resources.files(__package__).joinpath(ENGINE_DIR, "silero-vad")
+        models = sorted(p.name for p in root.iterdir() if p.name.endswith(".bin")) if root.is_dir() else []
+        if len(models) != 1:
+            raise NotFound(f"this PEX holds no bundled Silero VAD model ({ENGINE_DIR}/silero-vad/*.bin: {models})")
+        return str(self._files.enter_context(importlib.resources.as_file(root.joinpath(models[0]))))
+
+
+def read_wav(path: str):
+    """16 kHz mono float32 samples of a WAV file (numpy array)."""
+    import numpy as np  # noqa: PLC0415
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise NotFound(f"audio file {path}: {e.strerror}") from None
+    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        raise InvalidArgument(f"{path}: not a WAV file (RIFF/WAVE): send 16 kHz mono WAV (LocalAI converts with ffmpeg)")
+    pos, fmt, pcm = 12, None, None
+    while pos + 8 <= len(data):
+        cid, size = data[pos:pos + 4], struct.unpack("<I", data[pos + 4:pos + 8])[0]
+        body = data[pos + 8:pos + 8 + size]
+        if cid == b"fmt " and len(body) >= 16:
+            fmt = struct.unpack("<HHIIHH", body[:16])
+            if fmt[0] == 0xFFFE and len(body) >= 26:  # WAVE_FORMAT_EXTENSIBLE: the sub-format's tag
+                fmt = (struct.unpack("<H", body[24:26])[0],) + fmt[1:]
+        elif cid == b"data":
+            pcm = body
+        pos += 8 + size + (size & 1)
+    if fmt is None or pcm is None:
+        raise InvalidArgument(f"{path}: WAV without a fmt or data chunk")
+    tag, channels, rate, _, _, bits = fmt
+    require(channels >= 1 and rate >= 1000, f"{path}: WAV with {channels} channels at {rate} Hz is not audio")
+    if tag == 1 and bits in (8, 16, 32):
+        dtype = {8: np.uint8, 16: "<i2", 32: "<i4"}[bits]
+        x = np.frombuffer(pcm[: len(pcm) // (bits // 8) * (bits // 8)], dtype=dtype).astype(np.float32)
+        x = (x - 128.0) / 128.0 if bits == 8 else x / float(2 ** (bits - 1))
+    elif tag == 1 and bits == 24:
+        b = np.frombuffer(pcm[: len(pcm) // 3 * 3], dtype=np.uint8).reshape(-1, 3).astype(np.int32)
+        v = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)
+        x = (np.where(v >= 1 << 23, v - (1 << 24), v) / float(1 << 23)).astype(np.float32)
+    elif tag == 3 and bits in (32, 64):
+        x = np.frombuffer(pcm[: len(pcm) // (bits // 8) * (bits // 8)], dtype="<f4" if bits == 32 else "<f8")
+        x = x.astype(np.float32)
+    else:
+        raise InvalidArgument(f"{path}: WAV format tag {tag} with {bits} bits is not supported "
+                              "(PCM 8/16/24/32-bit or IEEE float 32/64)")
+    x = x[: len(x) // channels * channels].reshape(-1, channels).mean(axis=1)
+    require(len(x) / rate <= MAX_AUDIO_SECONDS,
+            f"{path}: {len(x) / rate:.0f} s of audio is over the limit of {MAX_AUDIO_SECONDS} s per request")
+    if rate != SAMPLE_RATE and len(x):
+        n = int(round(len(x) * SAMPLE_RATE / rate))
+        x = np.interp(np.arange(n) * (rate / SAMPLE_RATE), np.arange(len(x)), x).astype(np.float32)
+    if not np.isfinite(x).all():
+        raise InvalidArgument(f"{path}: audio contains NaN or infinite samples")
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+NS_PER_MS = 1_000_000
+
+
+def _word(w):
+    return backend_pb2.TranscriptWord(start=w.start_ms * NS_PER_MS, end=w.end_ms * NS_PER_MS, text=w.text)
+
+
+def to_segment(seg, duration_ms: int) -> "backend_pb2.TranscriptSegment":
+    """Times clamped to the audio: whisper.cpp takes them from timestamp tokens, which a model
+    may place past the end of the audio (the last window is padded to 30 s)."""
+    clamp = lambda t: max(0, min(int(t), duration_ms))  # noqa: E731
+    for w in seg.words:
+        w.start_ms, w.end_ms = clamp(w.start_ms), clamp(w.end_ms)
+    return backend_pb2.TranscriptSegment(id=seg.index, start=clamp(seg.start_ms) * NS_PER_MS,
+                                         end=clamp(seg.end_ms) * NS_PER_MS,
+                                         text=seg.text, tokens=seg.tokens, words=[_word(w) for w in seg.words])
+
+
+class Loaded:
+    """What LoadModel loaded: a whisper model (None for VAD-only) and the VAD model (lazily)."""
+
+    def __init__(self, engine: Engine, whisper, threads: int):
+        self.engine, self.whisper, self.threads = engine, whisper, threads
+        self._vad, self._lock = None, threading.Lock()
+
+    def vad(self):
+        with self._lock:
+            if self._vad is None:
+                try:
+                    self._vad = self.engine.load_vad(self.engine.bundled_vad_model(), n_threads=self.threads)
+                except WhisperError as e:
+                    raise InvalidArgument(str(e)) from None
+            return self._vad
+
+    def close(self):
+        for m in (self.whisper, self._vad):
+            if m is not None:
+                m.close()
+
+
+class WhisperServicer(BaseServicer):
+    allow_empty_model = True
+
+    def load(self, request, path):
+        if not hasattr(self, "engine"):
+            self.engine = Engine()
+        threads = max(request.Threads, 0)
+        if not path:
+            loaded = Loaded(self.engine, None, threads or 1)
+            loaded.vad()  # fail LoadModel, not the first VAD call, if the bundled model is broken
+            return loaded
+        if os.path.isdir(path):
+            bins = sorted(p for p in os.listdir(path) if p.endswith(".bin"))
+            require(len(bins) == 1, f"{path}: expected one ggml .bin Whisper model, found {bins}")
+            path = os.path.join(path, bins[0])
+        if not os.path.isfile(path):
+            raise NotFound(f"model file not found: {path}")
+        try:
+            model = self.engine.load(path)
+        except WhisperError as e:
+            raise InvalidArgument(str(e)) from None
+        return Loaded(self.engine, model, threads or 1)
+
+    def unload(self) -> None:
+        model = getattr(self, "model", None)
+        if model is not None:
+            model.close()
+        super().unload()
+
+    def _prepare(self, request):
+        loaded: Loaded = self.require_model()
+        if loaded.whisper is None:
+            raise InvalidArgument("the loaded model is VAD only (LoadModel with an empty Model): load a ggml "
+                                  "Whisper model to transcribe")
+        require(bool(request.dst), "dst (the audio file path) is empty")
+        if not os.path.isfile(request.dst):
+            raise NotFound(f"audio file not found: {request.dst}")
+        require(request.temperature >= 0 and request.temperature <= 1.0,
+                f"temperature must be in [0, 1], got {request.temperature}")
+        samples = read_wav(request.dst)
+        require(len(samples) > 0, f"{request.dst}: no audio samples")
+        kw = dict(language=request.language, translate=request.translate,
+                  n_threads=int(request.threads) or loaded.threads, prompt=request.prompt,
+                  temperature=request.temperature, words="word" in request.timestamp_granularities)
+        return loaded.whisper, samples, kw
+
+    def _transcribe(self, model, samples, kw, on_segment=None):
+        try:
+            return model.transcribe(samples, on_segment=on_segment, **kw)
+        except ValueError as e:
+            raise InvalidArgument(str(e)) from None
+
+    @staticmethod
+    def _result(segs, lang, samples):
+        return backend_pb2.TranscriptResult(
+            segments=[to_segment(s, len(samples) * 1000 // SAMPLE_RATE) for s in segs],
+            text="".join(s.text for s in segs).strip(),
+            language=lang,
+            duration=len(samples) / SAMPLE_RATE,
+        )
+
+    def AudioTranscription(self, request, context):
+        model, samples, kw = self._prepare(request)
+        segs, lang = self._transcribe(model, samples, kw)
+        return self._result(segs, lang, samples)
+
+    def AudioTranscriptionStream(self, request, context):
+        """One delta per segment as whisper.cpp decodes it (its new-segment callback), then the
+        final result."""
+        model, samples, kw = self._prepare(request)
+        q: queue.Queue = queue.Queue()
+        box = {}
+
+        def work():
+            try:
+                box["result"] = self._transcribe(model, samples, kw, on_segment=lambda s: q.put(s.text))
+            except BaseException as e:  # noqa: BLE001 - re-raised in the RPC thread
+                box["error"] = e
+            finally:
+                q.put(None)
+
+        t = threading.Thread(target=work, name="whisper-full", daemon=True)
+        t.start()
+        while (delta := q.get()) is not None:
+            yield backend_pb2.TranscriptStreamResponse(delta=delta)
+        t.join()
+        if "error" in box:
+            raise box["error"]
+        segs, lang = box["result"]
+        yield backend_pb2.TranscriptStreamResponse(final_result=self._result(segs, lang, samples))
+
+    def VAD(self, request, context):
+        import numpy as np  # noqa: PLC0415
+
+        require(len(request.audio) > 0, "audio is empty: send 16 kHz mono float samples")
+        require(len(request.audio) <= MAX_VAD_SAMPLES,
+                f"audio has {len(request.audio)} samples, over the limit of {MAX_VAD_SAMPLES} (10 min at 16 kHz): "
+                "split it")
+        loaded: Loaded = self.require_model()
+        audio = np.asarray(request.audio, dtype=np.float32)
+        require(bool(np.isfinite(audio).all()), "audio contains NaN or infinite samples")
+        try:
+            segs = loaded.vad().segments(audio)
+        except WhisperError as e:
+            raise InvalidArgument(f"VAD failed: {e}") from None
+        return backend_pb2.VADResponse(segments=[backend_pb2.VADSegment(start=s, end=e) for s, e in segs])
+
+
+def main(argv=None):
+    run(WhisperServicer, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""whisper.cpp (engines/whisper-cpp through backends/whisper's binding) against the Python stacks,
+one measurement per child process (load time, run time, peak RSS of that process):
+
+- VAD on 60 s of audio: whisper.cpp's Silero VAD (ggml) vs onnxruntime on the silero-vad
+  package's ONNX (the silero-vad backend's loop).
+- Transcription of the same audio with the same tiny random Whisper: whisper.cpp (f16 ggml,
+  greedy, no fallback) vs transformers (greedy generate, f32) vs faster-whisper (CTranslate2 int8).
+
+  python bench/whisper_cpp_vs_python.py --lib dist/engines/whisper-cpp/avx2/libwhisper.so \
+      --vad-model dist/engines/whisper-cpp/silero-vad/silero-vad-v6.2.3-ggml.bin --work /tmp/wbench \
+      --sdist <pywhispercpp-1.5.1.tar.gz>
+
+Run from the repository root in an environment with numpy, onnxruntime, silero-vad, torch,
+transformers, faster-whisper (the tests resolve plus onnxruntime/silero-vad). Prints a Markdown
+table (medians of --repeat runs).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CHILD = r'''
+import json, os, resource, sys, time
+t_start = time.perf_counter()
+kind, args = sys.argv[1], json.loads(sys.argv[2])
+import numpy as np
+audio = np.load(args["audio"])
+if kind == "vad-whisper.cpp":
+    from backends.whisper.binding import Library
+    t0 = time.perf_counter()
+    m = Library(args["lib"]).load_vad(args["vad_model"], n_threads=1)
+    load = time.perf_counter() - t0
+    t0 = time.perf_counter(); m.segments(audio); run = time.perf_counter() - t0
+elif kind == "vad-onnxruntime":
+    import importlib.util, onnxruntime
+    spec = importlib.util.find_spec("silero_vad")
+    path = os.path.join(spec.submodule_search_locations[0], "data", "silero_vad.onnx")
+    t0 = time.perf_counter()
+    o = onnxruntime.SessionOptions(); o.inter_op_num_threads = 1; o.intra_op_num_threads = 1
+    s = onnxruntime.InferenceSession(path, sess_options=o, providers=["CPUExecutionProvider"])
+    load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    state = np.zeros((2, 1, 128), np.float32); ctx = np.zeros((1, 64), np.float32); sr = np.array(16000, np.int64)
+    for off in range(0, len(audio), 512):
+        ch = audio[off:off + 512]
+        ch = np.pad(ch, (0, 512 - len(ch)))
+        x = np.concatenate([ctx, ch[None]], 1)
+        out, state = s.run(None, {"input": x, "state": state, "sr": sr}); ctx = x[:, -64:]
+    run = time.perf_counter() - t0
+elif kind == "asr-whisper.cpp":
+    from backends.whisper.binding import Library
+    t0 = time.perf_counter(); m = Library(args["lib"]).load(args["ggml"]); load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    m.transcribe(audio, language="en", no_timestamps=True, no_fallback=True, n_threads=args["threads"])
+    run = time.perf_counter() - t0
+elif kind == "asr-transformers":
+    import torch
+    torch.set_num_threads(args["threads"])
+    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
+    t0 = time.perf_counter()
+    model = WhisperForConditionalGeneration.from_pretrained(args["hf"]).eval()
+    fe = WhisperFeatureExtractor.from_pretrained(args["hf"])
+    load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    feats = fe(audio, sampling_rate=16000, return_tensors="pt").input_features
+    with torch.no_grad():
+        model.generate(feats, decoder_input_ids=torch.tensor([[50258, 50259, 50359, 50363]]),
+                       max_new_tokens=args["tokens"], min_new_tokens=args["tokens"], do_sample=False, num_beams=1)
+    run = time.perf_counter() - t0
+elif kind == "asr-faster-whisper":
+    from faster_whisper import WhisperModel
+    t0 = time.perf_counter()
+    m = WhisperModel(args["ct2"], device="cpu", compute_type="int8", cpu_threads=args["threads"])
+    load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    segs, info = m.transcribe(audio, language="en", beam_size=1, temperature=0.0, without_timestamps=True,
+                              condition_on_previous_text=False, vad_filter=False)
+    list(segs)
+    run = time.perf_counter() - t0
+print(json.dumps({"load_s": load, "run_s": run, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "process_s": time.perf_counter() - t_start}))
+'''
+
+
+def child(kind: str, args: dict) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, kind, json.dumps(args)], check=True, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": os.getcwd(), "OMP_NUM_THREADS": str(args["threads"])})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--lib", required=True)
+    p.add_argument("--vad-model", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--skip", action="append", default=[])
+    p.add_argument("--sdist", default="3rdparty/native/pywhispercpp-1.5.1.tar.gz",
+                   help="the pinned pywhispercpp sdist (its converter makes the tiny model): "
+                        "pants package 3rdparty/native:pywhispercpp-sdist, or PyPI's file checked by sha256")
+    a = p.parse_args()
+    import numpy as np
+
+    sys.path.insert(0, os.getcwd())
+    from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice
+    from tests.integration import whisper_cpp_models
+    from tests.integration.whisper_cpp_models import tiny_whisper
+
+    whisper_cpp_models.SDIST = Path(a.sdist)
+
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    parts = []
+    while sum(map(len, parts)) < 60 * SAMPLE_RATE:  # 60 s: speech bursts, silences, faint noise
+        parts += [synthetic_voice(3.0, seed=len(parts)), np.zeros(SAMPLE_RATE, np.float32),
+                  (rng.standard_normal(SAMPLE_RATE) * 0.005).astype(np.float32)]
+    audio60 = np.concatenate(parts)[: 60 * SAMPLE_RATE]
+    np.save(work / "audio60.npy", audio60)
+    np.save(work / "audio10.npy", audio60[: 10 * SAMPLE_RATE])
+    if not (work / "tiny" / "ggml" / "ggml-model.bin").exists():
+        tiny_whisper(work / "tiny")
+    ct2 = work / "tiny-ct2"
+    common = dict(lib=os.path.abspath(a.lib), vad_model=os.path.abspath(a.vad_model), threads=a.threads,
+                  hf=str(work / "tiny" / "hf"), ggml=str(work / "tiny" / "ggml" / "ggml-model.bin"), tokens=220)
+    if "asr-faster-whisper" not in a.skip and not ct2.exists():
+        import ctranslate2
+
+        ctranslate2.converters.TransformersConverter(str(work / "tiny" / "hf")).convert(str(ct2), force=True)
+        (ct2 / "preprocessor_config.json").write_text(json.dumps(
+            {"feature_size": 80, "sampling_rate": 16000, "hop_length": 160, "chunk_length": 30, "n_fft": 400}))
+    common["ct2"] = str(ct2)
+    rows = []
+    for kind, audio, secs in (("vad-whisper.cpp", "audio60", 60), ("vad-onnxruntime", "audio60", 60),
+                              ("asr-whisper.cpp", "audio10", 10), ("asr-transformers", "audio10", 10),
+                              ("asr-faster-whisper", "audio10", 10)):
+        if kind in a.skip:
+            continue
+        runs = [child(kind, {**common, "audio": str(work / f"{audio}.npy")}) for _ in range(a.repeat)]
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        rows.append((kind, secs, med))
+        print(kind, json.dumps(med), flush=True)
+    print("\n| what | audio | load (s) | run (s) | real-time factor | peak RSS (MB) |\n|---|---|---|---|---|---|")
+    for kind, secs, m in rows:
+        print(f"| {kind} | {secs} s | {m['load_s']:.3f} | {m['run_s']:.3f} | {m['run_s'] / secs:.4f} | {m['peak_rss_mb']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
