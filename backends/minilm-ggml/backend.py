@@ -13,7 +13,8 @@ import os
 from backends.common.errors import InvalidArgument, NotFound, require
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
-from engines.minilm.binding import CODE, CPU_LEVELS, Library, MinilmError, Model, cpu_flags
+from backends.common.cpu_levels import CPU_LEVELS, pick_level
+from engines.minilm.binding import CODE, Library, MinilmError, Model
 
 # minilm_status codes (include/minilm.h) -> the error LocalAI gets.
 _ERRORS = {CODE[c]: e for c, e in (("MINILM_ERR_FILE_NOT_FOUND", NotFound), ("MINILM_ERR_BAD_FORMAT", InvalidArgument),
@@ -29,14 +30,6 @@ def engine_errors():
         raise _ERRORS.get(e.code, RuntimeError)(str(e)) from None
 
 
-def pick_level(flags: set[str], available: list[str]) -> str:
-    override = os.environ.get("LOCALAI_MINILM_CPU")
-    if override:
-        require(override in available, f"LOCALAI_MINILM_CPU={override}: not one of {available}")
-        return override
-    return next(level for level, needs in CPU_LEVELS.items() if level in available and needs <= flags)
-
-
 class Engine(Library):
     """The best libminilm.so of this PEX for this CPU, extracted to a real file for ctypes."""
 
@@ -44,7 +37,10 @@ class Engine(Library):
         root = importlib.resources.files(__package__).joinpath("engines/minilm")
         available = [lvl for lvl in CPU_LEVELS if root.joinpath(lvl, "libminilm.so").is_file()]
         require(bool(available), "this PEX holds no libminilm.so (package it with engines=[...])")
-        self.level = pick_level(cpu_flags(), available)
+        try:
+            self.level = pick_level(available, "LOCALAI_MINILM_CPU")
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
         self._files = contextlib.ExitStack()
         super().__init__(self._files.enter_context(importlib.resources.as_file(root.joinpath(self.level, "libminilm.so"))))
 

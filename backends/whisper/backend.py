@@ -26,21 +26,15 @@ import threading
 from backends.common.errors import InvalidArgument, NotFound, require
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
-from .binding import CPU_LEVELS, SAMPLE_RATE, Library, WhisperError, cpu_flags
+from backends.common.cpu_levels import CPU_LEVELS, pick_level
+
+from .binding import SAMPLE_RATE, Library, WhisperError
 
 MAX_AUDIO_SECONDS = 4 * 3600  # whisper_full takes an int sample count; bound memory too
 # 10 min of 16 kHz audio per VAD call (38.4 MB of floats: inside gRPC's 50 MB message limit,
 # which answers RESOURCE_EXHAUSTED above it).
 MAX_VAD_SAMPLES = 600 * SAMPLE_RATE
 ENGINE_DIR = "engines/whisper-cpp"
-
-
-def pick_level(flags: set[str], available: list[str]) -> str:
-    override = os.environ.get("LOCALAI_WHISPER_CPU")
-    if override:
-        require(override in available, f"LOCALAI_WHISPER_CPU={override}: not one of {available}")
-        return override
-    return next(level for level, needs in CPU_LEVELS.items() if level in available and needs <= flags)
 
 
 class Engine(Library):
@@ -50,7 +44,10 @@ class Engine(Library):
         root = importlib.resources.files(__package__).joinpath(ENGINE_DIR)
         available = [lvl for lvl in CPU_LEVELS if root.joinpath(lvl, "libwhisper.so").is_file()]
         require(bool(available), "this PEX holds no libwhisper.so (package it with engines=[...])")
-        self.level = pick_level(cpu_flags(), available)
+        try:
+            self.level = pick_level(available, "LOCALAI_WHISPER_CPU")
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
         self._files = contextlib.ExitStack()
         lib = self._files.enter_context(importlib.resources.as_file(root.joinpath(self.level, "libwhisper.so")))
         super().__init__(lib, verbose=bool(os.environ.get("LOCALAI_WHISPER_VERBOSE")))

@@ -13,30 +13,9 @@ import collections
 import ctypes
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
 SAMPLE_RATE = 16000
 GREEDY, BEAM_SEARCH = 0, 1
-
-# CPU variants, best first, with the /proc/cpuinfo flags each needs (ggml's ISA options of that
-# variant; the same levels as engines/minilm).
-_AVX2 = {"sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"}
-CPU_LEVELS = {
-    "avx512": _AVX2 | {"avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"},
-    "avx2": _AVX2,
-    "fallback": set(),
-}
-
-
-def cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
 
 c_bool, c_int, c_float, c_char_p, c_void_p, c_size_t = (
     ctypes.c_bool, ctypes.c_int, ctypes.c_float, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t)

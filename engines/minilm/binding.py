@@ -8,6 +8,8 @@ import ctypes
 import threading
 from pathlib import Path
 
+from backends.common.cpu_levels import CPU_LEVELS, cpu_flags, supported  # noqa: F401 (re-exported)
+
 # minilm_status (include/minilm.h).
 STATUS = {
     0: "MINILM_OK",
@@ -22,30 +24,6 @@ STATUS = {
     9: "MINILM_ERR_INTERNAL",
 }
 CODE = {v: k for k, v in STATUS.items()}
-
-# CPU variants, best first, with the /proc/cpuinfo flags each needs: the instruction sets ggml's
-# options of that variant compile for (GGML_AVX512 adds -mavx512f/cd/vl/dq/bw).
-_AVX2 = {"sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"}
-CPU_LEVELS = {
-    "avx512": _AVX2 | {"avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"},
-    "avx2": _AVX2,
-    "fallback": set(),
-}
-
-
-def cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def supported(level: str) -> bool:
-    return CPU_LEVELS[level] <= cpu_flags()
-
 
 def c_string(text: str) -> bytes:
     """The ABI takes NUL-terminated UTF-8; U+0000 is dropped by the BERT normaliser anyway, so

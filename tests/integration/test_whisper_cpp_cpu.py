@@ -314,7 +314,7 @@ def test_every_cpu_level_this_machine_runs_gives_the_same_answers(models, speech
     """LOCALAI_WHISPER_CPU picks the library (as run.sh would by /proc/cpuinfo): the fallback
     (no SIMD beyond x86-64) and avx2 builds agree on VAD segments and transcription tokens; an
     unknown level is refused at LoadModel."""
-    from backends.whisper.binding import CPU_LEVELS, cpu_flags
+    from backends.common.cpu_levels import CPU_LEVELS, cpu_flags
 
     wav = write_wav(tmp_path / "speech.wav", speech)
     results = {}
