@@ -25,7 +25,7 @@ from . import auth, parent_watch
 MAX_MESSAGE_BYTES = 50 * 1024 * 1024
 SERVICE = "backend.Backend"
 LOOP_RPCS = frozenset({"Health", "Status"})
-CONTROL_RPCS = frozenset({"LoadModel", "Free"})
+SWAP_RPCS = frozenset({"LoadModel", "Free"})  # may wait for in-flight calls: their own pool
 CONTROL_THREADS = 4
 _END = object()
 
@@ -84,7 +84,7 @@ class Dispatcher:
                 if name in LOOP_RPCS:
                     return method(request, ctx)
                 loop = asyncio.get_running_loop()
-                if name in CONTROL_RPCS:
+                if name in SWAP_RPCS:
                     return await loop.run_in_executor(self.control, method, request, ctx)
                 async with self.slots:
                     return await loop.run_in_executor(self.inference, method, request, ctx)

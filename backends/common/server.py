@@ -179,8 +179,7 @@ class BaseServicer(backend_pb2_grpc.BackendServicer):
             if name in cls.__dict__:
                 setattr(cls, name, wrap_rpc(name, cls.__dict__[name]))
 
-    def __init__(self, workers: int = 1):
-        self.workers = max(1, int(workers))
+    def __init__(self, workers: int = 1):  # noqa: ARG002 (the server bounds concurrency: aio_server)
         self._slot = ModelSlot()
 
     # ---- hooks for subclasses ---------------------------------------------------------
