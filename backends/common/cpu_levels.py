@@ -7,8 +7,12 @@ the table against the ISA options the C build enables per level. Standard librar
 """
 from __future__ import annotations
 
+import contextlib
+import importlib.resources
 import os
 from pathlib import Path
+
+from .errors import InvalidArgument, require
 
 # Best first; the /proc/cpuinfo flags each needs: the instruction sets ggml's options of that
 # level compile for (GGML_AVX512 adds -mavx512f/cd/vl/dq/bw).
@@ -35,11 +39,22 @@ def supported(level: str) -> bool:
 
 
 def pick_level(available: list[str], override_env: str, flags: set[str] | None = None) -> str:
-    """The best of ``available`` this CPU runs; ``$override_env`` forces one (ValueError if absent)."""
+    """The best of ``available`` this CPU runs; ``$override_env`` forces one (InvalidArgument if absent)."""
     override = os.environ.get(override_env)
     if override:
         if override not in available:
-            raise ValueError(f"{override_env}={override}: not one of {available}")
+            raise InvalidArgument(f"{override_env}={override}: not one of {available}")
         return override
     flags = cpu_flags() if flags is None else flags
     return next(level for level, needs in CPU_LEVELS.items() if level in available and needs <= flags)
+
+
+def packaged_library(package: str, engine_dir: str, library: str, override_env: str,
+                     files: contextlib.ExitStack) -> tuple[str, Path]:
+    """The best ``<engine_dir>/<level>/<library>`` a backend's PEX carries for this CPU: its level,
+    and a real file for ctypes (kept while ``files`` is open)."""
+    root = importlib.resources.files(package).joinpath(engine_dir)
+    available = [level for level in CPU_LEVELS if root.joinpath(level, library).is_file()]
+    require(bool(available), f"this PEX holds no {library} (package it with engines=[...])")
+    level = pick_level(available, override_env)
+    return level, files.enter_context(importlib.resources.as_file(root.joinpath(level, library)))

@@ -7,13 +7,12 @@ best one this CPU supports is loaded with ctypes through the engine's flat C ABI
 from __future__ import annotations
 
 import contextlib
-import importlib.resources
 import os
 
 from backends.common.errors import InvalidArgument, NotFound, require
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
-from backends.common.cpu_levels import CPU_LEVELS, pick_level
+from backends.common.cpu_levels import packaged_library
 from engines.minilm.binding import CODE, Library, MinilmError, Model
 
 # minilm_status codes (include/minilm.h) -> the error LocalAI gets.
@@ -34,15 +33,9 @@ class Engine(Library):
     """The best libminilm.so of this PEX for this CPU, extracted to a real file for ctypes."""
 
     def __init__(self):
-        root = importlib.resources.files(__package__).joinpath("engines/minilm")
-        available = [lvl for lvl in CPU_LEVELS if root.joinpath(lvl, "libminilm.so").is_file()]
-        require(bool(available), "this PEX holds no libminilm.so (package it with engines=[...])")
-        try:
-            self.level = pick_level(available, "LOCALAI_MINILM_CPU")
-        except ValueError as exc:
-            raise InvalidArgument(str(exc)) from None
         self._files = contextlib.ExitStack()
-        super().__init__(self._files.enter_context(importlib.resources.as_file(root.joinpath(self.level, "libminilm.so"))))
+        self.level, lib = packaged_library(__package__, "engines/minilm", "libminilm.so", "LOCALAI_MINILM_CPU", self._files)
+        super().__init__(lib)
 
 
 class MinilmServicer(BaseServicer):

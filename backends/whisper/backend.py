@@ -26,7 +26,7 @@ import threading
 from backends.common.errors import InvalidArgument, NotFound, require
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
-from backends.common.cpu_levels import CPU_LEVELS, pick_level
+from backends.common.cpu_levels import packaged_library
 
 from .binding import SAMPLE_RATE, Library, WhisperError
 
@@ -41,15 +41,8 @@ class Engine(Library):
     """The best libwhisper.so of this PEX for this CPU, extracted to a real file for ctypes."""
 
     def __init__(self):
-        root = importlib.resources.files(__package__).joinpath(ENGINE_DIR)
-        available = [lvl for lvl in CPU_LEVELS if root.joinpath(lvl, "libwhisper.so").is_file()]
-        require(bool(available), "this PEX holds no libwhisper.so (package it with engines=[...])")
-        try:
-            self.level = pick_level(available, "LOCALAI_WHISPER_CPU")
-        except ValueError as exc:
-            raise InvalidArgument(str(exc)) from None
         self._files = contextlib.ExitStack()
-        lib = self._files.enter_context(importlib.resources.as_file(root.joinpath(self.level, "libwhisper.so")))
+        self.level, lib = packaged_library(__package__, ENGINE_DIR, "libwhisper.so", "LOCALAI_WHISPER_CPU", self._files)
         super().__init__(lib, verbose=bool(os.environ.get("LOCALAI_WHISPER_VERBOSE")))
 
     def bundled_vad_model(self) -> str:
