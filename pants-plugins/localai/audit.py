@@ -28,12 +28,10 @@ from pants.core.util_rules.partitions import PartitionerType
 from pants.engine.fs import (
     CreateDigest,
     Digest,
-    DigestContents,
     DigestEntries,
     FileContent,
     FileEntry,
     MergeDigests,
-    PathGlobs,
 )
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
@@ -43,9 +41,8 @@ from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
 from localai.accelerators import Accelerator, canonical_soname, is_gpu_runtime
-from localai.lockfile import lockfile_json
 from localai.package import BackendVariantFieldSet
-from localai.variant import Variant, VariantRequest
+from localai.variant import BackendVariant, BackendVariantRequest
 
 
 class AuditSubsystem(Subsystem):
@@ -69,28 +66,6 @@ class AuditRequest(LintTargetsRequest):
     field_set_type = BackendVariantFieldSet
     tool_subsystem = AuditSubsystem
     partitioner_type = PartitionerType.DEFAULT_ONE_PARTITION_PER_INPUT
-
-
-def locked_versions(lockfile_content: bytes) -> tuple[tuple[str, str], ...]:
-    """(project, version) pairs in a Pants/pex lockfile."""
-    data = lockfile_json(lockfile_content)
-    return tuple(
-        sorted(
-            {
-                (req["project_name"], req.get("version", ""))
-                for resolve in data["locked_resolves"]
-                for req in resolve["locked_requirements"]
-            }
-        )
-    )
-
-
-def locked_projects(lockfile_content: bytes) -> tuple[str, ...]:
-    """Project names in a Pants/pex lockfile (its header lines start with //)."""
-    data = lockfile_json(lockfile_content)
-    return tuple(
-        sorted({req["project_name"] for resolve in data["locked_resolves"] for req in resolve["locked_requirements"]})
-    )
 
 
 # Prints the distributions inside a PEX (its PEX-INFO), one per line.
@@ -244,14 +219,15 @@ async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
 
 @rule(desc="Audit a backend artifact", level=LogLevel.DEBUG)
 async def audit_artifact(field_set: BackendVariantFieldSet) -> ArtifactAudit:
-    variant = await Get(Variant, VariantRequest(field_set.address, field_set.accelerator.value))
+    bv = await Get(BackendVariant, BackendVariantRequest(field_set.address))
     built = await Get(BuiltPackage, BackendVariantFieldSet, field_set)
     entries = await Get(DigestEntries, Digest, built.digest)
     pex = next(e for e in entries if isinstance(e, FileEntry) and e.path.endswith(".pex"))
-    budget = field_set.size_budget_mb.value or variant.accelerator.size_budget_mb
     return await Get(
         ArtifactAudit,
-        BuiltArtifact(built.digest, pex.path, pex.file_digest.serialized_bytes_length, variant.accelerator, budget),
+        BuiltArtifact(
+            built.digest, pex.path, pex.file_digest.serialized_bytes_length, bv.variant.accelerator, bv.size_budget_mb
+        ),
     )
 
 
@@ -272,13 +248,13 @@ def artifact_report(target: str, accelerator: str, build_file: str, art: Artifac
 @rule(desc="Audit backend variants", level=LogLevel.DEBUG)
 async def audit_variant(request: AuditRequest.Batch, audit: AuditSubsystem) -> LintResult:
     (field_set,) = request.elements
-    variant = await Get(Variant, VariantRequest(field_set.address, field_set.accelerator.value))
-    contents = await Get(DigestContents, PathGlobs([variant.lockfile]))
+    bv = await Get(BackendVariant, BackendVariantRequest(field_set.address))
+    variant = bv.variant
     lines, failed = [], False
-    if not contents:
+    if bv.lockfile is None:
         lines.append(f"{field_set.address}: no lockfile ({variant.lockfile}); nothing to audit")
     else:
-        bad = variant.accelerator.forbidden_in(locked_versions(contents[0].content))
+        bad = variant.accelerator.forbidden_in(bv.lockfile.versions())
         for name in bad:
             lines.append(
                 f"{field_set.address}: {variant.lockfile} locks '{name}', which the "

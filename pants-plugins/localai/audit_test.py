@@ -17,11 +17,10 @@ from localai.audit import (
     AuditRequest,
     BuiltArtifact,
     artifact_report,
-    locked_projects,
-    locked_versions,
     project_of_wheel,
     version_of_wheel,
 )
+from localai.lockfile import Lockfile
 from localai.elf_scan import NotAnElf, needed_libraries, scan_archive
 from localai.package import BackendVariantFieldSet
 from localai.testutil import backend_files, make_rule_runner, repo_file, resolve_options
@@ -32,8 +31,10 @@ def lockfile(*projects: str) -> str:
     return "// generated\n" + json.dumps({"locked_resolves": [{"locked_requirements": reqs}]})
 
 
-def test_locked_projects_reads_past_the_header() -> None:
-    assert locked_projects(lockfile("torch", "numpy").encode()) == ("numpy", "torch")
+def test_lockfile_projects_read_past_the_header() -> None:
+    lock = Lockfile.of("lockfiles/x.lock", lockfile("torch", "numpy").encode())
+    assert lock.projects() == ("numpy", "torch")
+    assert lock.versions() == (("numpy", "1.0"), ("torch", "1.0"))
 
 
 def test_project_of_wheel_normalises_names() -> None:
@@ -220,4 +221,4 @@ def test_committed_lockfiles_pass_the_name_rules_of_their_accelerator() -> None:
         accel = next((a for a in MATRIX if resolve.endswith("-" + a)), None)
         if accel is None:
             continue
-        assert MATRIX[accel].forbidden_in(locked_versions(lock.read_bytes())) == (), lock
+        assert MATRIX[accel].forbidden_in(Lockfile.of(str(lock), lock.read_bytes()).versions()) == (), lock

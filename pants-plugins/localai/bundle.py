@@ -9,7 +9,6 @@ galleries at `<location>/index.yaml`.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import Any
 
 from pants.base.build_root import BuildRoot

@@ -7,9 +7,11 @@ native_engine). A job runs when a changed file is one of its inputs:
   - the sources and BUILD files of every target in its transitive dependencies (so a change in
     backends/common/ rebuilds every variant, and a change in engines/<x>/ rebuilds the engine
     and every variant whose backend depends on it: dependents included);
-  - for a variant, the files its rules read outside of target sources: backends/<x>/requirements.txt
-    (every variant of x), backends/<x>/requirements-<accel>.txt (only backends/<x>:<accel>), its
-    lockfile, the accelerator matrix and the accelerator's pip options file;
+    A variant depends on its requirements target, whose python_requirement targets depend on the
+    requirement files they were read from and on the resolve's lockfile: so backends/<x>/requirements.txt
+    selects every variant of x, requirements-<accel>.txt and the lockfile only backends/<x>:<accel>;
+  - for a variant, the files its rules read that no target owns: the accelerator matrix and the
+    accelerator's pip options file;
   - files matching --global-globs (pants.toml, the plugin, the bootstrap) rebuild every job.
 
 Only variants with a committed lockfile are jobs (the others cannot be built anywhere, and
@@ -31,7 +33,6 @@ from pants.core.util_rules.system_binaries import GitBinaryException
 from pants.engine.console import Console
 from pants.engine.goal import Goal, GoalSubsystem, Outputting
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
-from pants.engine.fs import PathGlobs, Paths
 from pants.engine.target import (
     AllTargets,
     SourcesField,
@@ -46,9 +47,8 @@ from pants.util.logging import LogLevel
 from pants.util.strutil import help_text
 from pants.vcs.git import GitWorktreeRequest, MaybeGitWorktree
 
-from localai.accelerators import MATRIX_PATH, AcceleratorMatrix
-from localai.target_types import AcceleratorField, NotLockableHereField
-from localai.variant import resolve_name
+from localai.accelerators import MATRIX_PATH
+from localai.variant import AllBackendVariants, BackendVariant
 
 # Runner label per accelerator. Building needs no GPU, but the variant's tests do: GPU variants go
 # to self-hosted runners carrying these labels. Override with --localai-ci-matrix-runners.
@@ -135,23 +135,10 @@ class CIJobs:
         )
 
 
-def is_variant(tgt: Target) -> bool:
-    return tgt.has_field(AcceleratorField) and tgt.has_field(NotLockableHereField)
-
-
-def variant_files(tgt: Target, matrix: AcceleratorMatrix) -> set[str]:
-    """Files a variant's rules read that are not target sources (requirements.py, variant.py, package.py)."""
-    d, accel = tgt.address.spec_path, tgt[AcceleratorField].value
-    backend = os.path.basename(d)
-    files = {
-        f"{d}/requirements.txt",
-        f"{d}/requirements-{accel}.txt",
-        f"lockfiles/{resolve_name(backend, accel)}.lock",
-        MATRIX_PATH,
-    }
-    if accel in matrix.accelerators:
-        files.add(matrix.accelerators[accel].pip_options)
-    return files
+def config_files(variant: BackendVariant) -> set[str]:
+    """Files a variant's rules read that no target owns: the accelerator matrix and its pip options.
+    (Requirement files and the lockfile are sources of targets in its closure.)"""
+    return {MATRIX_PATH, variant.variant.accelerator.pip_options}
 
 
 def is_build_file_of(path: str, spec_path: str) -> bool:
@@ -164,23 +151,18 @@ def is_test_support(tgt: Target, fields: tuple[str, ...]) -> bool:
 
 
 @rule(desc="Find the CI jobs of changed files", level=LogLevel.DEBUG)
-async def ci_jobs(request: CIJobsRequest, all_targets: AllTargets, matrix: AcceleratorMatrix) -> CIJobs:
-    candidates = sorted(
+async def ci_jobs(request: CIJobsRequest, all_targets: AllTargets, variants: AllBackendVariants) -> CIJobs:
+    # Only variants with a lockfile: the others cannot be built anywhere (docs/status.md says why).
+    locked = {v.address: v for v in variants.locked()}
+    roots = sorted(
         (
             t
             for t in all_targets
-            if (is_variant(t) or t.alias in request.job_target_types)
+            if (t.address in locked or t.alias in request.job_target_types)
             and not is_test_support(t, request.test_support_fields)
         ),
         key=lambda t: t.address.spec,
     )
-    lockfile_of = {
-        t.address: f"lockfiles/{resolve_name(os.path.basename(t.address.spec_path), t[AcceleratorField].value)}.lock"
-        for t in candidates
-        if is_variant(t)
-    }
-    present = set((await Get(Paths, PathGlobs(sorted(lockfile_of.values())))).files)
-    roots = [t for t in candidates if t.address not in lockfile_of or lockfile_of[t.address] in present]
     test_targets = sorted((t for t in all_targets if t.alias in request.test_target_types), key=lambda t: t.address.spec)
     test_closures = await MultiGet(
         Get(TransitiveTargets, TransitiveTargetsRequest([t.address], include_special_cased_deps=True)) for t in test_targets
@@ -205,15 +187,16 @@ async def ci_jobs(request: CIJobsRequest, all_targets: AllTargets, matrix: Accel
         for t in closure.closure:
             inputs |= sources.get(t.address, set())
             spec_paths.add(t.address.spec_path)
-        if is_variant(root):
-            inputs |= variant_files(root, matrix)
+        variant = locked.get(root.address)
+        if variant:
+            inputs |= config_files(variant)
         hit = rebuild_all or bool(inputs & changed) or any(
             is_build_file_of(f, sp) for f in changed for sp in spec_paths
         )
         if not hit:
             continue
-        if is_variant(root):
-            accel = root[AcceleratorField].value
+        if variant:
+            accel = variant.variant.accelerator.name
             if accel not in runners:
                 raise CIMatrixError(
                     f"{root.address}: no CI runner for accelerator '{accel}'. Add it: "

@@ -12,7 +12,7 @@ from pants.engine.target import BoolField, COMMON_TARGET_FIELDS, Dependencies, M
 from pants.testutil.rule_runner import QueryRule
 
 from localai.ci_matrix import CIJobs, CIJobsRequest, CIMatrixGoal
-from localai.testutil import backend_files, fake_lockfile, make_rule_runner, resolve_options
+from localai.testutil import backend_files, fake_lockfile, make_rule_runner
 
 
 class _EngineSources(MultipleSourcesField):
@@ -35,12 +35,10 @@ RESOLVES = {"bark": ["cpu", "cuda12"], "kokoro": ["cpu", "metal"]}
 
 
 def _options() -> list[str]:
-    resolves, pip = {}, {}
-    for name, accels in RESOLVES.items():
-        r, p = resolve_options(name, accels)
-        resolves.update(eval(r.split("=", 1)[1]))
-        pip.update(eval(p.split("=", 1)[1]))
+    resolves = {f"{n}-{a}": f"lockfiles/{n}-{a}.lock" for n, accels in RESOLVES.items() for a in accels}
+    pip = {f"{n}-{a}": f"3rdparty/accelerators/{a}.txt" for n, accels in RESOLVES.items() for a in accels}
     return [
+        "--python-enable-resolves",
         f"--python-resolves={resolves!r}",
         f"--python-resolves-to-constraints-file={pip!r}",
         # The stand-in test targets' dependencies are explicit: no import parsing (it needs the pex tool).
@@ -56,7 +54,6 @@ def _runner():
     )
     files = {
         **{f"lockfiles/{n}-{a}.lock": fake_lockfile({}) for n, accels in RESOLVES.items() for a in accels},
-        "backends/common/BUILD": 'localai_sources(name="common")\n',
         "backends/common/server.py": "",
         "engines/minilm/BUILD": 'test_engine(name="avx2")\ntest_engine(name="fuzz", sanitizer_coverage=True)\n',
         "tests/BUILD": 'python_tests(name="bark", sources=["test_bark.py"], runtime_package_dependencies=["backends/bark:cpu"])\n',
@@ -64,9 +61,9 @@ def _runner():
         "engines/minilm/src/minilm.cpp": "",
         "docs/ci.md": "",
         "pants.toml": "",
-        **backend_files("bark", {"cpu": "", "cuda12": ""}, src_dependencies=["backends/common"]),
-        # kokoro serves the engine: its sources depend on the engine target.
-        **backend_files("kokoro", {"cpu": "", "metal": ""}, src_dependencies=["backends/common", "engines/minilm:avx2"]),
+        **backend_files("bark", {"cpu": "", "cuda12": ""}),
+        # kokoro serves the engine: its variants depend on the engine target.
+        **backend_files("kokoro", {"cpu": "", "metal": ""}, engines=["engines/minilm:avx2"]),
         "backends/bark/backend.py": "",
         "backends/kokoro/backend.py": "",
     }

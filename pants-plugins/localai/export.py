@@ -1,4 +1,6 @@
-"""`pants localai-export`: install a backend variant without Pants, from its lockfile.
+"""`pants localai-lock-export`: install a backend variant without Pants, from its lockfile.
+
+(Not Pants' own `export` goal, which writes virtualenvs of Pants resolves.)
 
 Per (backend, accelerator) with a committed lockfile, writes under dist/export/<name>-<accel>/:
   requirements.txt   pip-tools' hashed format (`name==version \\` + `--hash=sha256:...` lines, one
@@ -19,20 +21,18 @@ from dataclasses import dataclass
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.engine.addresses import Addresses, UnparsedAddressInputs
 from pants.engine.console import Console
-from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests, PathGlobs, Paths, Workspace
+from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
-from pants.engine.target import AllTargets, COMMON_TARGET_FIELDS, StringField, Target, Targets, WrappedTarget, WrappedTargetRequest
+from pants.engine.target import COMMON_TARGET_FIELDS, StringField, Target, Targets
 from pants.engine.unions import UnionRule
 from pants.core.util_rules.distdir import DistDir
 from pants.util.logging import LogLevel
 from pants.util.strutil import help_text
 
 from localai.accelerators import Accelerator
-from localai.lockfile import lockfile_json
-from localai.package import VariantLockfile, VariantLockfileRequest
-from localai.target_types import AcceleratorField, NotLockableHereField
-from localai.variant import Variant, VariantRequest
+from localai.lockfile import Lockfile, LockedArtifact, LockedRequirement
+from localai.variant import AllBackendVariants, BackendVariant, BackendVariants, BackendVariantsRequest
 
 WHEELHOUSE_PREFIX = "file://${WHEELHOUSE}/"
 # [python-repos].path_mappings in pants.toml: where ./pants keeps the wheelhouse.
@@ -40,59 +40,30 @@ WHEELHOUSE_DEFAULT_DIR = "~/.cache/localai-build/wheelhouse"
 EXPORT_DIR = "export"
 
 
-class LockfileFormatError(ValueError):
+class ExportLockfileError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class LockedArtifact:
-    url: str
-    algorithm: str
-    hash: str
-
-    @property
-    def wheelhouse_path(self) -> str | None:
-        """The file's path inside the wheelhouse, for artifacts the lock maps to ${WHEELHOUSE}."""
-        return self.url[len(WHEELHOUSE_PREFIX):] if self.url.startswith(WHEELHOUSE_PREFIX) else None
+def wheelhouse_path(artifact: LockedArtifact) -> str | None:
+    """The file's path inside the wheelhouse, for artifacts the lock maps to ${WHEELHOUSE}."""
+    return artifact.url[len(WHEELHOUSE_PREFIX):] if artifact.url.startswith(WHEELHOUSE_PREFIX) else None
 
 
-@dataclass(frozen=True)
-class LockedRequirement:
-    project_name: str
-    version: str
-    artifacts: tuple[LockedArtifact, ...]
-
-
-def parse_lockfile(content: bytes, path: str) -> tuple[LockedRequirement, ...]:
-    """The locked requirements of a Pants/pex lockfile: JSON after its `//` header lines."""
-    try:
-        data = lockfile_json(content)
-        reqs = [
-            LockedRequirement(
-                req["project_name"],
-                req["version"],
-                tuple(LockedArtifact(a["url"], a["algorithm"], a["hash"]) for a in req["artifacts"]),
-            )
-            for resolve in data["locked_resolves"]
-            for req in resolve["locked_requirements"]
-        ]
-    except (ValueError, KeyError, TypeError) as e:
-        raise LockfileFormatError(
-            f"{path}: not a Pants lockfile this export understands ({e!r}); regenerate it with "
-            "./pants generate-lockfiles"
-        ) from e
+def exportable_requirements(lockfile: Lockfile) -> tuple[LockedRequirement, ...]:
+    """The lock's requirements, when a requirements file can pin them: one version per project,
+    each with an artifact to hash."""
+    reqs = lockfile.requirements()
     by_name: dict[str, LockedRequirement] = {}
     for r in reqs:
-        if r.project_name in by_name and by_name[r.project_name] != r:
-            raise LockfileFormatError(
-                f"{path}: {r.project_name} is locked twice ({by_name[r.project_name].version} and "
+        if r.project_name in by_name:
+            raise ExportLockfileError(
+                f"{lockfile.path}: {r.project_name} is locked twice ({by_name[r.project_name].version} and "
                 f"{r.version}, several locked_resolves); a requirements file can pin only one"
             )
         by_name[r.project_name] = r
-    for r in by_name.values():
         if not r.artifacts:
-            raise LockfileFormatError(f"{path}: {r.project_name}=={r.version} has no artifact to hash")
-    return tuple(by_name[n] for n in sorted(by_name))
+            raise ExportLockfileError(f"{lockfile.path}: {r.project_name}=={r.version} has no artifact to hash")
+    return reqs
 
 
 def python_version(constraint: str) -> str:
@@ -111,11 +82,11 @@ def _header(variant_label: str, resolve: str, lockfile: str, lockfile_sha256: st
             reqs: tuple[LockedRequirement, ...], comment_lines: list[str]) -> list[str]:
     lines = [
         f"Hashed requirements of {variant_label} (resolve {resolve}, Python {python_version(accel.python)},",
-        f"platforms {', '.join(accel.platforms)}), generated by `./pants localai-export` from",
+        f"platforms {', '.join(accel.platforms)}), generated by `./pants localai-lock-export` from",
         f"{lockfile} (sha256 {lockfile_sha256}). Do not edit: regenerate.",
         *comment_lines,
     ]
-    wheelhouse = [(r, a.wheelhouse_path) for r in reqs for a in r.artifacts if a.wheelhouse_path]
+    wheelhouse = [(r, p) for r in reqs for a in r.artifacts if (p := wheelhouse_path(a))]
     if wheelhouse:
         dirs = sorted({p.rsplit("/", 1)[0] if "/" in p else "" for _, p in wheelhouse})
         lines += [
@@ -173,7 +144,7 @@ def environment_yml(variant_label: str, resolve: str, lockfile: str, lockfile_sh
 
 @dataclass(frozen=True)
 class VariantExportRequest:
-    variant: Variant
+    variant: BackendVariant
 
 
 @dataclass(frozen=True)
@@ -182,17 +153,17 @@ class VariantExport:
     digest: Digest
 
 
-def export_directory(variant: Variant) -> str:
-    return f"{EXPORT_DIR}/{variant.resolve}"
+def export_directory(variant: BackendVariant) -> str:
+    return f"{EXPORT_DIR}/{variant.variant.resolve}"
 
 
 @rule(desc="Export a backend variant's hashed requirements", level=LogLevel.DEBUG)
 async def export_variant(request: VariantExportRequest) -> VariantExport:
-    variant = request.variant
-    lock = await Get(VariantLockfile, VariantLockfileRequest(variant, None))
-    reqs = parse_lockfile(lock.content, lock.path)
+    variant = request.variant.variant
+    lock = request.variant.locked()
+    reqs = exportable_requirements(lock)
     args = (str(variant.address), variant.resolve, lock.path, lock.sha256, variant.accelerator, reqs)
-    directory = export_directory(variant)
+    directory = export_directory(request.variant)
     digest = await Get(
         Digest,
         CreateDigest(
@@ -205,15 +176,11 @@ async def export_variant(request: VariantExportRequest) -> VariantExport:
     return VariantExport(directory, digest)
 
 
-def is_variant(tgt: Target) -> bool:
-    return tgt.has_field(AcceleratorField) and tgt.has_field(NotLockableHereField)
-
-
 # --- the goal -------------------------------------------------------------------------------
 
 
 class ExportSubsystem(GoalSubsystem):
-    name = "localai-export"
+    name = "localai-lock-export"
     help = help_text(
         f"""
         Write dist/{EXPORT_DIR}/<backend>-<accelerator>/requirements.txt (hashed, for pip/uv) and
@@ -229,19 +196,15 @@ class ExportGoal(Goal):
 
 
 @goal_rule
-async def localai_export(
-    console: Console, workspace: Workspace, targets: Targets, all_targets: AllTargets, distdir: DistDir
+async def localai_lock_export(
+    console: Console, workspace: Workspace, targets: Targets, distdir: DistDir
 ) -> ExportGoal:
-    chosen = [t for t in targets if is_variant(t)] or [t for t in all_targets if is_variant(t)]
-    chosen.sort(key=lambda t: t.address.spec)
-    variants = await MultiGet(Get(Variant, VariantRequest(t.address, t[AcceleratorField].value)) for t in chosen)
-    present = set((await Get(Paths, PathGlobs([v.lockfile for v in variants]))).files)
-    exported = [v for v in variants if v.lockfile in present]
-    for t, v in zip(chosen, variants):
-        if v.lockfile not in present:
-            why = t[NotLockableHereField].value or v.accelerator.lock_note or "not generated yet"
-            console.print_stderr(f"skipped {v.address}: no {v.lockfile} ({why})")
-    exports = await MultiGet(Get(VariantExport, VariantExportRequest(v)) for v in exported)
+    chosen = await Get(BackendVariants, BackendVariantsRequest(tuple(t.address for t in targets)))
+    if not chosen:
+        chosen = await Get(AllBackendVariants)
+    for v in chosen.unlocked():
+        console.print_stderr(f"skipped {v.address}: no {v.variant.lockfile} ({v.why_unlocked})")
+    exports = await MultiGet(Get(VariantExport, VariantExportRequest(v)) for v in chosen.locked())
     merged = await Get(Digest, MergeDigests([e.digest for e in exports]))
     workspace.write_digest(merged, path_prefix=str(distdir.relpath))
     for e in exports:
@@ -289,17 +252,13 @@ async def package_export(field_set: ExportFieldSet) -> BuiltPackage:
             description_of_origin=f"the `variant` field of {field_set.address}",
         ),
     )
-    wrapped = await Get(
-        WrappedTarget, WrappedTargetRequest(addresses[0], description_of_origin=str(field_set.address))
-    )
-    tgt = wrapped.target
-    if not is_variant(tgt):
+    variants = await Get(BackendVariants, BackendVariantsRequest(tuple(addresses)))
+    if not variants:
         raise ExportTargetError(
-            f"{field_set.address}: variant={field_set.variant.value!r} is a {tgt.alias}, not a "
-            "localai_backend_variant (e.g. backends/<name>:<accelerator>)"
+            f"{field_set.address}: variant={field_set.variant.value!r} is not a localai_backend_variant "
+            "(e.g. backends/<name>:<accelerator>)"
         )
-    variant = await Get(Variant, VariantRequest(tgt.address, tgt[AcceleratorField].value))
-    export = await Get(VariantExport, VariantExportRequest(variant))
+    export = await Get(VariantExport, VariantExportRequest(variants[0]))
     return BuiltPackage(
         export.digest,
         (

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from pants.core.goals.package import BuiltPackage
 from pants.testutil.rule_runner import QueryRule
 
 from localai.accelerators import AcceleratorMatrix
-from localai.export import ExportFieldSet, ExportGoal, LockfileFormatError, parse_lockfile, python_version, requirements_txt
+from localai.export import ExportFieldSet, ExportGoal, ExportLockfileError, exportable_requirements, python_version, requirements_txt
+from localai.lockfile import Lockfile, LockfileFormatError
 from localai.testutil import backend_files, fake_lockfile, make_rule_runner, repo_file, resolve_options
 
 H = {c: c * 64 for c in "abcdef"}
@@ -28,7 +30,7 @@ CPU = AcceleratorMatrix.parse(repo_file("3rdparty/accelerators.toml")).accelerat
 
 
 def _txt() -> str:
-    reqs = parse_lockfile(LOCK.encode(), "lockfiles/demo-cpu.lock")
+    reqs = exportable_requirements(Lockfile.of("lockfiles/demo-cpu.lock", LOCK.encode()))
     return requirements_txt("backends/demo:cpu", "demo-cpu", "lockfiles/demo-cpu.lock", "f" * 64, CPU, reqs)
 
 
@@ -54,7 +56,13 @@ def test_wheelhouse_artifacts_keep_their_hash_and_get_find_links_guidance() -> N
 
 def test_bad_lockfile_and_python_version() -> None:
     with pytest.raises(LockfileFormatError, match="lockfiles/x.lock: not a Pants lockfile"):
-        parse_lockfile(b"// header\n{}", "lockfiles/x.lock")
+        Lockfile.of("lockfiles/x.lock", b"// header\n{}").requirements()
+    two_versions = {"locked_resolves": [
+        {"locked_requirements": [{"project_name": "numpy", "version": v, "artifacts": [{"url": "u", "algorithm": "sha256", "hash": "0"}]}]}
+        for v in ("2.4.6", "2.4.7")
+    ]}
+    with pytest.raises(ExportLockfileError, match="numpy is locked twice .2.4.6 and 2.4.7"):
+        exportable_requirements(Lockfile.of("lockfiles/x.lock", ("// h\n" + json.dumps(two_versions)).encode()))
     assert python_version("CPython==3.11.*") == "3.11"
 
 
@@ -95,5 +103,5 @@ def test_export_target_packages_the_same_files_and_checks_its_variant() -> None:
     built = rule_runner.request(BuiltPackage, [ExportFieldSet.create(tgt)])
     assert [a.relpath for a in built.artifacts] == ["export/demo-cpu/requirements.txt", "export/demo-cpu/environment.yml"]
     bad = rule_runner.get_target(Address("tests", target_name="not-a-variant"))
-    with pytest.raises(ExecutionError, match="is a localai_sources, not a localai_backend_variant"):
+    with pytest.raises(ExecutionError, match="variant=.backends/demo:src. is not a localai_backend_variant"):
         rule_runner.request(BuiltPackage, [ExportFieldSet.create(bad)])

@@ -28,11 +28,11 @@ import yaml  # pants: no-infer-dep (PyYAML comes with pantsbuild.pants)
 
 from pants.core.util_rules.distdir import DistDir
 from pants.engine.console import Console
-from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Paths, Workspace
+from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.addresses import Address
-from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
-from pants.engine.target import Targets, WrappedTarget, WrappedTargetRequest
+from pants.engine.rules import Get, collect_rules, goal_rule, rule
+from pants.engine.target import Targets
 from pants.util.logging import LogLevel
 from pants.base.build_root import BuildRoot
 from pants.util.frozendict import FrozenDict
@@ -41,9 +41,8 @@ from pants.util.strutil import help_text
 from localai.accelerators import MATRIX_PATH
 from localai.image import IMAGE_JSON, IMAGE_TARBALL, image_dir
 from localai.oci_options import OciSubsystem
-from localai.package import BUILD_RECORD, VariantLockfile, VariantLockfileRequest
-from localai.target_types import AcceleratorField, NotLockableHereField, VersionField
-from localai.variant import Variant, VariantRequest
+from localai.package import BUILD_RECORD
+from localai.variant import BackendVariants, BackendVariantsRequest
 
 GALLERY_PATH = "gallery/index.yaml"  # under dist/
 # The capability keys LocalAI's backend gallery uses (mudler/LocalAI backend/index.yaml).
@@ -253,30 +252,16 @@ class GalleryTargetsRequest:
 
 @rule(desc="Collect the gallery's backend variants", level=LogLevel.DEBUG)
 async def gallery_targets(request: GalleryTargetsRequest) -> GalleryTargets:
-    wrapped = await MultiGet(
-        Get(WrappedTarget, WrappedTargetRequest(a, description_of_origin="<localai-gallery>")) for a in request.addresses
-    )
-    tgts = sorted(
-        (w.target for w in wrapped if w.target.has_field(AcceleratorField) and w.target.has_field(NotLockableHereField)),
-        key=lambda t: t.address.spec,
-    )
-    variants = await MultiGet(Get(Variant, VariantRequest(t.address, t[AcceleratorField].value)) for t in tgts)
-    for v in variants:  # the matrix first: a wrong key is an input error, whatever dist/ holds
-        for key in v.accelerator.capabilities:
+    chosen = await Get(BackendVariants, BackendVariantsRequest(request.addresses))
+    for v in chosen:  # the matrix first: a wrong key is an input error, whatever dist/ holds
+        for key in v.variant.accelerator.capabilities:
             check_capability(
                 key,
-                f"{v.address} (accelerator '{v.accelerator.name}' in {MATRIX_PATH})",
+                f"{v.address} (accelerator '{v.variant.accelerator.name}' in {MATRIX_PATH})",
                 f"correct the accelerator's `capabilities` in {MATRIX_PATH}",
             )
-    present = set((await Get(Paths, PathGlobs([v.lockfile for v in variants]))).files)
-    kept, left_out = [], []
-    for t, v in zip(tgts, variants):
-        if v.lockfile in present:
-            kept.append((t, v))
-        else:
-            why = t[NotLockableHereField].value or v.accelerator.lock_note or "not generated yet"
-            left_out.append(f"{v.address}: no {v.lockfile} ({why})")
-    lockfiles = await MultiGet(Get(VariantLockfile, VariantLockfileRequest(v, None)) for _, v in kept)
+    left_out = [f"{v.address}: no {v.variant.lockfile} ({v.why_unlocked})" for v in chosen.unlocked()]
+    kept = [(bv, bv.variant) for bv in chosen.locked()]
     dirs = sorted({v.directory for _, v in kept})
     extra = await Get(DigestContents, PathGlobs([f"{d}/{f}" for d in dirs for f in ("gallery.yaml", "backend.py")]))
     files = {fc.path: fc.content.decode() for fc in extra}
@@ -289,9 +274,9 @@ async def gallery_targets(request: GalleryTargetsRequest) -> GalleryTargets:
         tuple(
             GalleryTarget(
                 str(v.address), v.backend, v.directory, v.accelerator.name, v.accelerator.capabilities,
-                t[VersionField].value, lock.path, lock.sha256,
+                bv.version, bv.lockfile.path, bv.lockfile.sha256,
             )
-            for (t, v), lock in zip(kept, lockfiles)
+            for bv, v in kept
         ),
         tuple(left_out),
         FrozenDict(meta),

@@ -24,6 +24,8 @@ from pants.engine.rules import Get, collect_rules, goal_rule
 from pants.option.option_types import BoolOption
 
 from localai import localai_report
+from localai.resolves import PANTS_TOML, DeclaredResolves, PantsTomlUpdate, ResolveEntry, update_pants_toml
+from localai.lockfile import LockfileRequest, MaybeLockfile
 from localai.accelerators import AcceleratorMatrix
 from localai.localai_layout import (
     BACKEND_FILE,
@@ -37,10 +39,7 @@ from localai.localai_layout import (
 )
 from localai.variant import backend_name, resolve_name
 
-PANTS_TOML = "pants.toml"
 BUILD_HEADER = "# Written by `./pants localai-import {root}`: LocalAI's folder, built unchanged. Do not edit; re-run it."
-RESOLVES = "[python.resolves]"
-CONSTRAINTS = "[python.resolves_to_constraints_file]"
 
 
 class LocalAIImportError(ValueError):
@@ -49,6 +48,7 @@ class LocalAIImportError(ValueError):
 
 @dataclass(frozen=True)
 class ImportedVariant:
+    directory: str  # e.g. backends/localai/rerankers
     backend: str  # resolve prefix, e.g. localai-rerankers
     accelerator: str
     pip_options: str
@@ -130,7 +130,7 @@ def plan_import(
                 "the pin policy cannot satisfy it: " + "; ".join(layered.unsatisfied) if layered.unsatisfied else None
             )
             declared.append(
-                ImportedVariant(backend_name(directory), accel.name, accel.pip_options, layered.replacements, not_lockable)
+                ImportedVariant(directory, backend_name(directory), accel.name, accel.pip_options, layered.replacements, not_lockable)
             )
         if not declared:
             notes.append(f"{directory}: no requirement file of a profile built here; nothing declared")
@@ -141,33 +141,13 @@ def plan_import(
     return ImportPlan(build_files, tuple(variants), tuple(notes), tuple(problems))
 
 
-def _section_bounds(lines: list[str], header: str) -> tuple[int, int]:
-    if header not in (l.strip() for l in lines):
-        raise LocalAIImportError(f"{PANTS_TOML} has no {header} table; add one (see README.md, Add a backend)")
-    start = next(i for i, l in enumerate(lines) if l.strip() == header)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
-    return start, end
-
-
-def update_pants_toml(text: str, root: str, variants: tuple[ImportedVariant, ...]) -> str:
-    """pants.toml with the resolve entries of ``variants`` in a marked block of each table."""
-    begin, finish = f"# localai-import {root}: begin (generated)", f"# localai-import {root}: end"
-    lines = text.splitlines()
-    for header, value in (
-        (RESOLVES, lambda v: f"lockfiles/{v.resolve}.lock"),
-        (CONSTRAINTS, lambda v: v.pip_options),
-    ):
-        start, end = _section_bounds(lines, header)
-        section = lines[start + 1 : end]
-        if begin in section:
-            b, e = section.index(begin), section.index(finish)
-            section = section[:b] + section[e + 1 :]
-        while section and not section[-1].strip():
-            section.pop()
-        block = [begin, *(f'"{v.resolve}" = "{value(v)}"' for v in variants), finish] if variants else []
-        tail = [""] if end < len(lines) else []
-        lines = lines[: start + 1] + section + block + tail + lines[end:]
-    return "\n".join(lines) + "\n"
+def import_entries(root: str, declared: tuple[ResolveEntry, ...], plan: ImportPlan) -> tuple[ResolveEntry, ...]:
+    """pants.toml's entries after importing ``root``: its folders' variants as planned now
+    (the BUILD files being written are not in the graph yet), every other declared variant as is."""
+    others = tuple(e for e in declared if not (e.directory == root or e.directory.startswith(root + "/")))
+    return others + tuple(
+        ResolveEntry(v.resolve, f"lockfiles/{v.resolve}.lock", v.pip_options, v.directory) for v in plan.variants
+    )
 
 
 class LocalAIImportSubsystem(GoalSubsystem):
@@ -202,7 +182,8 @@ async def upstream_report(root: str, folders: dict[str, dict[str, str]], convent
                 continue
             lockfile = f"lockfiles/{resolve_name(backend_name(directory), profile.accelerator or '')}.lock"
             resolution = await localai_report.resolve_like_localai(directory, files, profile)
-            ours = localai_report.ours_line(lockfile, await localai_report.lockfile_content(lockfile), profile)
+            maybe = await Get(MaybeLockfile, LockfileRequest(lockfile))
+            ours = localai_report.ours_line(lockfile, maybe.lockfile, profile)
             lines.append(localai_report.report_line(directory, profile, resolution, ours))
     return lines
 
@@ -221,9 +202,8 @@ async def localai_import(
         return LocalAIImportGoal(exit_code=1)
     matrix = await Get(AcceleratorMatrix)
     conventions = await Get(LocalAIConventions)
-    toml_contents = await Get(DigestContents, PathGlobs([PANTS_TOML]))
-    toml_text = toml_contents[0].content.decode()
-    new_text = toml_text
+    declared = await Get(DeclaredResolves)
+    entries = declared.entries
     writes: dict[str, str] = {}
     failed = False
     for root in roots:
@@ -254,14 +234,14 @@ async def localai_import(
             for r in v.replacements:
                 console.print_stdout(f"  pin policy: {r}")
         writes.update(plan.build_files)
-        new_text = update_pants_toml(new_text, root, plan.variants)
+        entries = import_entries(root, entries, plan)
     if subsystem.report:
         return LocalAIImportGoal(exit_code=0)
     if failed:
         console.print_stderr("localai-import: nothing written")
         return LocalAIImportGoal(exit_code=1)
-    if new_text != toml_text:
-        writes[PANTS_TOML] = new_text
+    update = await Get(PantsTomlUpdate)
+    writes[PANTS_TOML] = update_pants_toml(update.current, entries)
     current = await Get(DigestContents, PathGlobs(list(writes)))
     have = {fc.path: fc.content.decode() for fc in current}
     changed = {p: c for p, c in writes.items() if have.get(p) != c}

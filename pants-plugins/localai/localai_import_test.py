@@ -7,7 +7,8 @@ import pytest
 from pants.testutil.rule_runner import RuleRunner
 
 from localai.accelerators import AcceleratorMatrix
-from localai.localai_import import LocalAIImportGoal, plan_import, update_pants_toml
+from localai.localai_import import LocalAIImportGoal, import_entries, plan_import
+from localai.resolves import ResolveEntry
 from localai.localai_layout import LocalAIConventions
 from localai.testutil import make_rule_runner, repo_file
 
@@ -103,15 +104,15 @@ def test_missing_common_is_a_problem(matrix, conventions) -> None:
     assert plan.problems[0].startswith(f"{ROOT}/common/ is missing")
 
 
-def test_pants_toml_block_is_idempotent_and_replaced(matrix, conventions) -> None:
+def test_import_entries_replace_the_roots_variants_and_keep_the_others(matrix, conventions) -> None:
     plan = plan_import(ROOT, {"common": {}, "rerank": RERANK}, matrix, conventions)
-    once = update_pants_toml(PANTS_TOML, ROOT, plan.variants)
-    assert update_pants_toml(once, ROOT, plan.variants) == once
-    assert '"localai-rerank-cpu" = "lockfiles/localai-rerank-cpu.lock"' in once
-    assert '"localai-rerank-cuda13" = "3rdparty/accelerators/cuda13.txt"' in once
-    assert 'tests = "lockfiles/tests.lock"' in once and "[python-repos]" in once
-    # A folder removed from backends/localai loses its entries; nothing else changes.
-    assert update_pants_toml(once, ROOT, ()) == PANTS_TOML
+    old = ResolveEntry("localai-gone-cpu", "lockfiles/localai-gone-cpu.lock", "3rdparty/accelerators/cpu.txt", f"{ROOT}/gone")
+    bark = ResolveEntry("bark-cpu", "lockfiles/bark-cpu.lock", "3rdparty/accelerators/cpu.txt", "backends/bark")
+    entries = import_entries(ROOT, (old, bark), plan)
+    assert [e.resolve for e in entries] == ["bark-cpu", "localai-rerank-cpu", "localai-rerank-cuda13", "localai-rerank-intel"]
+    assert entries[2] == ResolveEntry(
+        "localai-rerank-cuda13", "lockfiles/localai-rerank-cuda13.lock", "3rdparty/accelerators/cuda13.txt", f"{ROOT}/rerank"
+    )
 
 
 def _repo() -> dict[str, str]:

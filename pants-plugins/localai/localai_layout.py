@@ -27,16 +27,16 @@ import toml  # pants: no-infer-dep (toml comes with pantsbuild.pants)
 from pants.backend.python.pip_requirement import PipRequirement
 from pants.engine.fs import DigestContents, PathGlobs
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import AllTargets
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from localai.accelerators import MATRIX_PATH, Accelerator, AcceleratorMatrix
-from localai.target_types import LOCALAI_LAYOUT, AcceleratorField, LayoutField, LocalAIBackendVariantTarget
+from localai.target_types import LOCALAI_LAYOUT
+from localai.variant import AllBackendVariants
 from localai.requirements import (
     LayeredRequirements,
-    LayeredRequirementsRequest,
     LocalAIRequirementsRequest,
+    RequirementsOfVariant,
     RequirementsFileError,
     layer_with_origin,
     normalized_name,
@@ -271,23 +271,13 @@ class PinPolicySection:
 
 
 @rule(desc="List pin-policy replacements of imported LocalAI backends", level=LogLevel.DEBUG)
-async def pin_policy_section(all_targets: AllTargets) -> PinPolicySection:
-    tgts = [
-        t
-        for t in all_targets
-        if isinstance(t, LocalAIBackendVariantTarget) and t[LayoutField].value == LOCALAI_LAYOUT
-    ]
+async def pin_policy_section(variants: AllBackendVariants) -> PinPolicySection:
+    tgts = [v for v in variants if v.layout == LOCALAI_LAYOUT]
     if not tgts:
         return PinPolicySection("")
-    layered = await MultiGet(
-        Get(
-            LayeredRequirements,
-            LayeredRequirementsRequest(t.address.spec_path, t[AcceleratorField].value, str(t.address), LOCALAI_LAYOUT),
-        )
-        for t in tgts
-    )
+    layered = await MultiGet(Get(LayeredRequirements, RequirementsOfVariant(v.address, v.variant)) for v in tgts)
     rows = []
-    for t, reqs in sorted(zip(tgts, layered), key=lambda p: str(p[0].address)):
+    for t, reqs in zip(tgts, layered):
         for line in reqs.replacements:
             rows.append(f"| {t.address} | replaced | {line} |")
         for line in reqs.unsatisfied:

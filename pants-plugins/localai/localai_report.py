@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex import PythonExecutable
 from pants.engine.env_vars import EnvironmentVars, EnvironmentVarsRequest
-from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs
+from pants.engine.fs import CreateDigest, Digest, FileContent
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get
 
-from localai.audit import locked_projects
+from localai.lockfile import Lockfile
 from localai.localai_layout import Profile, index_lines, install_order
 
 PYPI = "https://pypi.org/simple"
@@ -95,13 +95,13 @@ def report_line(folder: str, profile: Profile, resolution: Resolution, ours: str
     return f"{head}: LocalAI's files {verdict} ({len(resolution.packages)} packages, {total} in all)  | ours: {ours}"
 
 
-def ours_line(lockfile: str, content: bytes | None, profile: Profile) -> str:
+def ours_line(path: str, lockfile: Lockfile | None, profile: Profile) -> str:
     if profile.accelerator is None:
         return "no accelerator here"
-    if content is None:
-        return f"{lockfile} not generated"
-    cuda = [n for n in locked_projects(content) if is_cuda(n)]
-    return f"{lockfile}: {len(cuda)} nvidia/cuda/triton packages" + (f" ({', '.join(cuda[:3])}, ...)" if cuda else "")
+    if lockfile is None:
+        return f"{path} not generated"
+    cuda = [n for n in lockfile.projects() if is_cuda(n)]
+    return f"{path}: {len(cuda)} nvidia/cuda/triton packages" + (f" ({', '.join(cuda[:3])}, ...)" if cuda else "")
 
 
 async def resolve_like_localai(directory: str, files: dict[str, str], profile: Profile) -> Resolution:
@@ -130,8 +130,3 @@ async def resolve_like_localai(directory: str, files: dict[str, str], profile: P
     if "error" in data:
         return Resolution((), data["error"])
     return Resolution(tuple((n, v, s) for n, v, s in data["packages"]))
-
-
-async def lockfile_content(path: str) -> bytes | None:
-    contents = await Get(DigestContents, PathGlobs([path]))
-    return contents[0].content if contents else None

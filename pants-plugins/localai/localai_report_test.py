@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from localai.localai_layout import Profile
+from localai.lockfile import Lockfile
 from localai.localai_report import Resolution, ours_line, report_line
 from localai.testutil import fake_lockfile
 
@@ -18,7 +19,7 @@ def test_a_cuda_pulling_cpu_resolution_is_counted_in_packages_and_mb() -> None:
         )
     )
     lock = fake_lockfile({"torch": ("2.13.0+cpu", []), "grpcio": ("1.85.3", [])}).encode()
-    line = report_line("backends/localai/demo", CPU, resolution, ours_line("lockfiles/localai-demo-cpu.lock", lock, CPU))
+    line = report_line("backends/localai/demo", CPU, resolution, ours_line("lockfiles/localai-demo-cpu.lock", Lockfile.of("lockfiles/localai-demo-cpu.lock", lock), CPU))
     assert line == (
         "backends/localai/demo [cpu]: LocalAI's files pull 2 nvidia/cuda/triton packages, 726 MB "
         "(4 packages, 1,553 MB in all)  | ours: lockfiles/localai-demo-cpu.lock: 0 nvidia/cuda/triton packages"

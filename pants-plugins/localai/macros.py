@@ -36,7 +36,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
         localai_backend_variant(
             name=accel,
             accelerator=accel,
-            dependencies=[":src", *engines],
+            dependencies=[":src", f":requirements-{accel}", *engines],
             size_budget_mb=size_budget_mb.get(accel),
             not_lockable_here=not_lockable_here.get(accel),
             version=version,
@@ -96,7 +96,7 @@ def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, ve
         localai_backend_variant(
             name=accel,
             accelerator=accel,
-            dependencies=[":src"],
+            dependencies=[":src", f":requirements-{accel}"],
             size_budget_mb=size_budget_mb.get(accel),
             not_lockable_here=not_lockable_here.get(accel),
             version=version,

@@ -58,8 +58,8 @@ from pants.version import VERSION as PANTS_VERSION
 from localai.image import BackendImage, BackendImageRequest
 from localai.proto import CompiledProto, CompileProtoRequest
 from localai.provenance import PROVENANCE_NAME, provenance_statement
-from localai.sbom import SBOM_NAME, cyclonedx_sbom, engine_components, locked_requirements
-from localai.requirements import LayeredRequirements, LayeredRequirementsRequest
+from localai.sbom import SBOM_NAME, cyclonedx_sbom, engine_components
+from localai.requirements import LayeredRequirements, RequirementsOfVariant
 from localai import localai_package
 from localai.target_types import (
     LOCALAI_LAYOUT,
@@ -71,7 +71,10 @@ from localai.target_types import (
     SizeBudgetField,
     VersionField,
 )
-from localai.variant import Variant, VariantRequest
+from localai.lockfile import Lockfile, LockfileRequest, MaybeLockfile
+from localai.native.model_conversion import ConvertedModelFieldSet
+from localai.native.rules import NativeEngineFieldSet
+from localai.variant import BackendVariant, BackendVariantRequest, MissingLockfileError, Variant
 
 BACKEND_PACKAGE = "localai_backend"  # the backend's own files, whatever its folder is called
 ENTRY_POINT = f"{BACKEND_PACKAGE}.backend:main"
@@ -86,10 +89,6 @@ exec "$dir/backend.pex" "$@"
 """
 
 
-class MissingLockfileError(ValueError):
-    pass
-
-
 @dataclass(frozen=True)
 class BackendVariantFieldSet(PackageFieldSet):
     required_fields = (AcceleratorField,)
@@ -99,38 +98,6 @@ class BackendVariantFieldSet(PackageFieldSet):
     version: VersionField
     not_lockable_here: NotLockableHereField
     layout: LayoutField
-
-
-@dataclass(frozen=True)
-class VariantLockfile:
-    path: str
-    sha256: str
-    content: bytes
-
-
-@dataclass(frozen=True)
-class VariantLockfileRequest:
-    variant: Variant
-    not_lockable_here: str | None
-
-
-@rule(desc="Find a variant's lockfile", level=LogLevel.DEBUG)
-async def find_variant_lockfile(request: VariantLockfileRequest) -> VariantLockfile:
-    variant = request.variant
-    contents = await Get(
-        DigestContents,
-        PathGlobs([variant.lockfile]),
-    )
-    if not contents:
-        why = request.not_lockable_here or variant.accelerator.lock_note or "it has not been generated yet"
-        raise MissingLockfileError(
-            f"{variant.address}: {variant.lockfile} does not exist, so this variant cannot be "
-            f"packaged.\n  Why: {why}.\n  Fix: on a machine that reaches PyPI and "
-            f"{variant.accelerator.index}, run\n    ./pants generate-lockfiles --resolve={variant.resolve}\n"
-            f"  and commit {variant.lockfile}."
-        )
-    content = contents[0].content
-    return VariantLockfile(variant.lockfile, hashlib.sha256(content).hexdigest(), content)
 
 
 @dataclass(frozen=True)
@@ -154,8 +121,7 @@ class EngineArtifactsRequest:
 
 @dataclass(frozen=True)
 class EngineArtifacts:
-    """Packages of the variant's direct dependencies that `pants package` builds (native engines),
-    under localai_backend/ in the PEX: a backend serving engines/minilm finds
+    """The variant's direct dependencies that are native engines or converted models, built, under localai_backend/ in the PEX: a backend serving engines/minilm finds
     localai_backend/engines/minilm/<cpu variant>/libminilm.so as package data."""
 
     digest: Digest
@@ -178,8 +144,19 @@ def _http_source(tgt) -> tuple[str, str] | None:
 async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtifacts:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
     direct = await Get(Targets, DependenciesRequest(wrapped.target[Dependencies]))
-    field_sets = await Get(FieldSetsPerTarget, FieldSetsPerTargetRequest(PackageFieldSet, direct))
-    built = await MultiGet(Get(BuiltPackage, PackageFieldSet, fs) for fs in field_sets.field_sets)
+    # Native engines and converted models, by their field sets: no other packageable dependency
+    # is carried into the PEX.
+    engine_sets, model_sets = await MultiGet(
+        Get(FieldSetsPerTarget, FieldSetsPerTargetRequest(NativeEngineFieldSet, direct)),
+        Get(FieldSetsPerTarget, FieldSetsPerTargetRequest(ConvertedModelFieldSet, direct)),
+    )
+    engines = engine_sets.field_sets
+    built = await MultiGet(
+        [
+            *(Get(BuiltPackage, NativeEngineFieldSet, fs) for fs in engines),
+            *(Get(BuiltPackage, ConvertedModelFieldSet, fs) for fs in model_sets.field_sets),
+        ]
+    )
     merged = await Get(Digest, MergeDigests(b.digest for b in built))
     components: tuple = ()
     if built:
@@ -187,23 +164,22 @@ async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtif
         records = await Get(
             DigestContents, DigestSubset(merged, PathGlobs(["**/metadata.json", "**/build-record.json"]))
         )
-        archive_specs = [
-            (t.address, f.value) for t in direct for f in t.field_values.values() if f.alias == "ggml_archive" and f.value
-        ]
         archives = await MultiGet(
             Get(
                 Targets,
-                UnparsedAddressInputs([spec], owning_address=owner, description_of_origin=f"the ggml_archive of {owner}"),
+                UnparsedAddressInputs(
+                    [fs.ggml_archive.value], owning_address=fs.address, description_of_origin=f"the ggml_archive of {fs.address}"
+                ),
             )
-            for owner, spec in archive_specs
+            for fs in engines
         )
         sources = {src for ts in archives for t in ts if (src := _http_source(t))}
-        toolchain = await Get(DigestContents, PathGlobs([NATIVE_TOOLCHAIN_LOCK]))
+        toolchain = await Get(MaybeLockfile, LockfileRequest(NATIVE_TOOLCHAIN_LOCK))
         components = tuple(
             json.dumps(c, sort_keys=True)  # hashable, as engine values must be
             for c in engine_components(
                 {fc.path: json.loads(fc.content) for fc in records},
-                locked_requirements(toolchain[0].content) if toolchain else (),
+                toolchain.lockfile.requirements() if toolchain.lockfile else (),
                 tuple(sorted(sources)),
             )
         )
@@ -241,7 +217,7 @@ async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSou
 
 
 def build_record_json(
-    variant: Variant, version: str, lockfile: VariantLockfile, pex_entry: FileEntry, pin_policy: tuple[str, ...] = ()
+    variant: Variant, version: str, lockfile: Lockfile, pex_entry: FileEntry, pin_policy: tuple[str, ...] = ()
 ) -> bytes:
     return (
         json.dumps(
@@ -274,16 +250,9 @@ class GrpcToolsMissingError(ValueError):
 
 @rule(desc="Package a LocalAI backend variant", level=LogLevel.INFO)
 async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: PexCli) -> BuiltPackage:
-    variant = await Get(Variant, VariantRequest(field_set.address, field_set.accelerator.value))
-    lockfile, layered = await MultiGet(
-        Get(VariantLockfile, VariantLockfileRequest(variant, field_set.not_lockable_here.value)),
-        Get(
-            LayeredRequirements,
-            LayeredRequirementsRequest(
-                variant.directory, variant.accelerator.name, str(variant.address), field_set.layout.value
-            ),
-        ),
-    )
+    backend_variant = await Get(BackendVariant, BackendVariantRequest(field_set.address))
+    variant, lockfile = backend_variant.variant, backend_variant.locked()
+    layered = await Get(LayeredRequirements, RequirementsOfVariant(field_set.address, variant))
     localai_layout = field_set.layout.value == LOCALAI_LAYOUT
     if layered.unsatisfied:
         raise MissingLockfileError(
@@ -338,7 +307,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
         artifact_sha256=pex_sha,
         lockfile=lockfile.path,
         lockfile_sha256=lockfile.sha256,
-        requirements=locked_requirements(lockfile.content),
+        requirements=lockfile.requirements(),
         extra_components=tuple(json.loads(c) for c in sources.sbom_components),
     )
     run_sh = RUN_SH.encode()

@@ -1,31 +1,72 @@
+"""The variant model every goal reads (variant.BackendVariant), on BUILD files written with the
+real `localai_backend` macro, and what packaging asks of it."""
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
 
 from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
+from pants.engine.target import TransitiveTargets, TransitiveTargetsRequest
 from pants.testutil.rule_runner import QueryRule
 
-from localai.package import VariantLockfile, VariantLockfileRequest
-from localai.testutil import backend_files, make_rule_runner, resolve_options
-from localai.variant import Variant, VariantRequest
+from localai.requirements import LayeredRequirements, RequirementsOfVariant
+from localai.accelerators import AcceleratorMatrix
+from localai.testutil import backend_files, make_rule_runner, repo_file, resolve_options
+from localai.variant import (
+    AllBackendVariants,
+    BackendVariant,
+    BackendVariantRequest,
+    BackendVariants,
+    BackendVariantsRequest,
+    MissingLockfileError,
+    Variant,
+    VariantRequest,
+)
+
+MATRIX = AcceleratorMatrix.parse(repo_file("3rdparty/accelerators.toml"))
+LOCK = "// header\n" + json.dumps({"locked_resolves": []})
 
 
-def _variant(rule_runner, name: str, accel: str) -> Variant:
-    return rule_runner.request(Variant, [VariantRequest(Address(f"backends/{name}", target_name=accel), accel)])
-
-
-def test_missing_lockfile_says_why_and_the_command_that_makes_it() -> None:
-    rule_runner = make_rule_runner(
-        QueryRule(Variant, [VariantRequest]), QueryRule(VariantLockfile, [VariantLockfileRequest])
+def _runner():
+    return make_rule_runner(
+        QueryRule(BackendVariant, [BackendVariantRequest]),
+        QueryRule(BackendVariants, [BackendVariantsRequest]),
+        QueryRule(AllBackendVariants, []),
+        QueryRule(TransitiveTargets, [TransitiveTargetsRequest]),
+        QueryRule(Variant, [VariantRequest]),
+        QueryRule(LayeredRequirements, [RequirementsOfVariant]),
     )
-    rule_runner.write_files(backend_files("bark", {"rocm": ""}))
-    rule_runner.set_options(resolve_options("bark", ["rocm"]))
-    variant = _variant(rule_runner, "bark", "rocm")
-    with pytest.raises(ExecutionError) as e:
-        rule_runner.request(VariantLockfile, [VariantLockfileRequest(variant, "the rocm7.0 index is unreachable here")])
+
+
+def _bark(rule_runner, accels=("cpu", "rocm"), build=None):
+    files = backend_files("bark", {a: "" for a in accels})
+    if build:
+        files["backends/bark/BUILD"] = build
+    rule_runner.write_files({**files, "lockfiles/bark-cpu.lock": LOCK})
+    rule_runner.set_options(resolve_options("bark", accels))
+
+
+def test_every_variant_with_its_lockfile_or_why_not() -> None:
+    rule_runner = _runner()
+    _bark(
+        rule_runner,
+        build='localai_backend(accelerators=["cpu", "rocm"], version="1.2.3", size_budget_mb={"cpu": 77}, '
+        'not_lockable_here={"rocm": "the rocm7.0 index is unreachable here"})\n',
+    )
+    variants = rule_runner.request(AllBackendVariants, [])
+    assert [str(v.address) for v in variants] == ["backends/bark:cpu", "backends/bark:rocm"]
+    cpu, rocm = variants
+    assert cpu.lockfile.path == "lockfiles/bark-cpu.lock"
+    assert cpu.lockfile.sha256 == hashlib.sha256(LOCK.encode()).hexdigest()
+    assert (cpu.version, cpu.size_budget_mb) == ("1.2.3", 77)
+    assert rocm.lockfile is None
+    assert rocm.size_budget_mb == MATRIX.accelerators["rocm"].size_budget_mb  # no override: the accelerator's
+    assert [str(v.address) for v in variants.locked()] == ["backends/bark:cpu"]
+    with pytest.raises(MissingLockfileError) as e:
+        rocm.locked()
     msg = str(e.value)
     assert "backends/bark:rocm: lockfiles/bark-rocm.lock does not exist" in msg
     assert "Why: the rocm7.0 index is unreachable here" in msg
@@ -33,14 +74,54 @@ def test_missing_lockfile_says_why_and_the_command_that_makes_it() -> None:
     assert "./pants generate-lockfiles --resolve=bark-rocm" in msg
 
 
-def test_lockfile_sha256_is_of_the_committed_bytes() -> None:
-    import hashlib
+def test_a_variant_without_a_reason_says_how_to_make_its_lockfile() -> None:
+    rule_runner = _runner()
+    _bark(rule_runner, accels=("cpu", "cuda13"))
+    v = rule_runner.request(BackendVariant, [BackendVariantRequest(Address("backends/bark", target_name="cuda13"))])
+    assert v.why_unlocked == "not generated yet: `./pants generate-lockfiles --resolve=bark-cuda13`"
 
-    rule_runner = make_rule_runner(
-        QueryRule(Variant, [VariantRequest]), QueryRule(VariantLockfile, [VariantLockfileRequest])
+
+def test_only_variants_among_the_addresses_given() -> None:
+    rule_runner = _runner()
+    _bark(rule_runner)
+    chosen = rule_runner.request(
+        BackendVariants,
+        [BackendVariantsRequest((Address("backends/bark", target_name="src"), Address("backends/bark", target_name="rocm")))],
     )
-    content = "// header\n" + json.dumps({"locked_resolves": []})
-    rule_runner.write_files({**backend_files("bark", {"cpu": ""}), "lockfiles/bark-cpu.lock": content})
-    rule_runner.set_options(resolve_options("bark", ["cpu"]))
-    lock = rule_runner.request(VariantLockfile, [VariantLockfileRequest(_variant(rule_runner, "bark", "cpu"), None)])
-    assert lock.sha256 == hashlib.sha256(content.encode()).hexdigest()
+    assert [str(v.address) for v in chosen] == ["backends/bark:rocm"]
+
+
+def test_requirement_files_and_lockfile_are_inputs_of_the_variant() -> None:
+    rule_runner = _runner()
+    _bark(rule_runner)
+    closure = rule_runner.request(
+        TransitiveTargets, [TransitiveTargetsRequest([Address("backends/bark", target_name="cpu")])]
+    )
+    specs = {t.address.spec for t in closure.dependencies}
+    assert "backends/bark/requirements.txt:requirements-cpu" in specs
+    assert "backends/bark/requirements-cpu.txt:requirements-cpu" in specs
+    assert "lockfiles/bark-cpu.lock:_bark-cpu_lockfile" in specs
+    assert "backends/bark:requirements-cpu#torch" in specs
+    # rocm has no lockfile yet: no lockfile target to depend on, and the rest still resolves.
+    rocm = rule_runner.request(
+        TransitiveTargets, [TransitiveTargetsRequest([Address("backends/bark", target_name="rocm")])]
+    )
+    specs = {t.address.spec for t in rocm.dependencies}
+    assert "backends/bark/requirements-rocm.txt:requirements-rocm" in specs
+    assert not any("lockfile" in s for s in specs)
+
+
+def test_packaging_reads_requirements_through_the_variants_requirements_target() -> None:
+    rule_runner = _runner()
+    _bark(rule_runner)
+    address = Address("backends/bark", target_name="cpu")
+    variant = rule_runner.request(Variant, [VariantRequest(address, "cpu")])
+    layered = rule_runner.request(LayeredRequirements, [RequirementsOfVariant(address, variant)])
+    assert layered.files == ("backends/bark/requirements.txt", "backends/bark/requirements-cpu.txt")
+    assert layered.requirements == ("grpcio-tools==1.85.1", "torch")
+    # A variant declared by hand without its requirements target gets the fix.
+    rule_runner.write_files(
+        {"backends/bark/BUILD": 'localai_sources(name="src")\nlocalai_backend_variant(name="cpu", accelerator="cpu", dependencies=[":src"])\n'}
+    )
+    with pytest.raises(ExecutionError, match=r'depends on 0 localai_requirements targets .* dependencies=\[":requirements-cpu"'):
+        rule_runner.request(LayeredRequirements, [RequirementsOfVariant(address, variant)])

@@ -1,17 +1,18 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
-from localai import accelerators, audit, claims, package, proto, requirements, status, variant
+from localai import accelerators, audit, claims, lockfile, package, proto, requirements, status, variant
 from localai import bundle, ci_matrix, export, gallery, image, proto_diff, publish
-from localai import localai_import, localai_layout, localai_package
+from localai import localai_import, localai_layout, localai_package, resolves
 from localai import target_types as localai_target_types
 
 
 def target_types():
-    return (*localai_target_types.target_types(), status.StatusDocTarget, *export.target_types())
+    return (*localai_target_types.target_types(), status.StatusDocTarget, *resolves.target_types(), *export.target_types())
 
 
 def rules():
     return (
         *accelerators.rules(),
+        *lockfile.rules(),
         *variant.rules(),
         *requirements.rules(),
         *proto.rules(),
@@ -29,4 +30,5 @@ def rules():
         *localai_layout.rules(),
         *localai_package.rules(),
         *localai_import.rules(),
+        *resolves.rules(),
     )

@@ -1,6 +1,7 @@
 """LocalAI's layered requirement files, read as one requirement set per variant."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from pants.backend.python.pip_requirement import PipRequirement
@@ -10,14 +11,28 @@ from pants.backend.python.target_types import (
     PythonRequirementTarget,
     parse_requirements_file,
 )
-from pants.engine.fs import DigestContents, PathGlobs
+from pants.backend.python.goals.lockfile import synthetic_lockfile_target_name
+from pants.backend.python.subsystems.setup import PythonSetup
+from pants.core.target_types import TargetGeneratorSourcesHelperSourcesField, TargetGeneratorSourcesHelperTarget
+from pants.engine.addresses import Address
+from pants.engine.fs import DigestContents, PathGlobs, Paths
 from pants.engine.rules import Get, collect_rules, rule
-from pants.engine.target import GeneratedTargets, GenerateTargetsRequest
+from pants.engine.target import (
+    Dependencies,
+    DependenciesRequest,
+    GeneratedTargets,
+    GenerateTargetsRequest,
+    Target,
+    UnexpandedTargets,
+    WrappedTarget,
+    WrappedTargetRequest,
+)
 from pants.engine.unions import UnionMembership, UnionRule
 from pants.util.logging import LogLevel
 
 from localai.target_types import LOCALAI_LAYOUT, AcceleratorField, LayoutField, LocalAIRequirementsGenerator
-from localai.variant import Variant, VariantRequest
+from localai.accelerators import AcceleratorMatrix
+from localai.variant import Variant
 
 
 class RequirementsFileError(ValueError):
@@ -104,21 +119,46 @@ class GenerateLocalAIRequirementsRequest(GenerateTargetsRequest):
     generate_from = LocalAIRequirementsGenerator
 
 
+def requirements_request(generator: Target, variant: Variant) -> LayeredRequirementsRequest:
+    """The one request for a variant's requirements: the generator and packaging ask the same, so
+    the engine reads and parses the files once."""
+    return LayeredRequirementsRequest(
+        variant.directory, variant.accelerator.name, str(generator.address), generator[LayoutField].value
+    )
+
+
 @rule(desc="Generate python_requirement targets of a backend variant", level=LogLevel.DEBUG)
 async def generate_localai_requirements(
-    request: GenerateLocalAIRequirementsRequest, union_membership: UnionMembership
+    request: GenerateLocalAIRequirementsRequest, union_membership: UnionMembership, python_setup: PythonSetup
 ) -> GeneratedTargets:
     generator = request.generator
-    variant = await Get(
-        Variant, VariantRequest(generator.address, generator[AcceleratorField].value)
-    )
-    layered = await Get(
-        LayeredRequirements,
-        LayeredRequirementsRequest(
-            variant.directory, variant.accelerator.name, str(generator.address), generator[LayoutField].value
-        ),
-    )
-    targets = []
+    # The naming only, not pants.toml's check: `./pants localai-resolves` must be able to list
+    # the variants whose entries pants.toml lacks (packaging checks them).
+    matrix = await Get(AcceleratorMatrix)
+    accel = matrix.get(generator[AcceleratorField].value, context=f"{generator.address.spec_path}/BUILD ({generator.address})")
+    variant = Variant.of(generator.address, accel)
+    layered = await Get(LayeredRequirements, LayeredRequirementsRequest, requirements_request(generator, variant))
+    # As Pants' python_requirements does: each requirement depends on the files it was read from
+    # (one helper target per file) and on the resolve's lockfile target, so both are inputs Pants
+    # sees (invalidation, --changed-since, the CI matrix). A lockfile not generated yet is no
+    # target to depend on.
+    file_targets = [
+        TargetGeneratorSourcesHelperTarget(
+            {TargetGeneratorSourcesHelperSourcesField.alias: os.path.relpath(path, variant.directory)},
+            Address(
+                variant.directory,
+                target_name=request.template_address.target_name,
+                relative_file_path=os.path.relpath(path, variant.directory),
+            ),
+            union_membership,
+        )
+        for path in layered.files
+    ]
+    deps = [t.address.spec for t in file_targets]
+    lockfile_present = bool((await Get(Paths, PathGlobs([variant.lockfile]))).files)
+    if lockfile_present and python_setup.enable_synthetic_lockfiles and variant.resolve in python_setup.resolves:
+        deps.append(f"{variant.lockfile}:{synthetic_lockfile_target_name(variant.resolve)}")
+    targets: list[Target] = [*file_targets]
     for req in layered.requirements:
         name = PipRequirement.parse(req).project_name
         targets.append(
@@ -127,12 +167,42 @@ async def generate_localai_requirements(
                     **request.template,
                     PythonRequirementsField.alias: [req],
                     PythonRequirementResolveField.alias: variant.resolve,
+                    Dependencies.alias: deps,
                 },
                 request.template_address.create_generated(name),
                 union_membership,
             )
         )
     return GeneratedTargets(generator, targets)
+
+
+class RequirementsDependencyError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class RequirementsOfVariant:
+    address: Address
+    variant: Variant
+
+
+@rule(desc="Read a variant's requirements", level=LogLevel.DEBUG)
+async def requirements_of_variant(request: RequirementsOfVariant) -> LayeredRequirements:
+    """Through the variant's dependency on its localai_requirements target, asking what that
+    target's generator asked: one read and parse of the files."""
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
+    direct = await Get(UnexpandedTargets, DependenciesRequest(wrapped.target[Dependencies]))
+    accel = request.variant.accelerator.name
+    generators = [
+        t for t in direct if isinstance(t, LocalAIRequirementsGenerator) and t[AcceleratorField].value == accel
+    ]
+    if len(generators) != 1:
+        raise RequirementsDependencyError(
+            f"{request.address}: depends on {len(generators)} localai_requirements targets of accelerator "
+            f"'{accel}'; it needs exactly one. Fix: declare it with the localai_backend macro, or give it "
+            f"dependencies=[\":requirements-{accel}\", ...]."
+        )
+    return await Get(LayeredRequirements, LayeredRequirementsRequest, requirements_request(generators[0], request.variant))
 
 
 def rules():

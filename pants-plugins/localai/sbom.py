@@ -13,23 +13,7 @@ import json
 import uuid
 from urllib.parse import quote
 
-from dataclasses import dataclass
-
-from localai.lockfile import lockfile_json
-
-
-@dataclass(frozen=True)
-class LockedArtifact:
-    url: str
-    algorithm: str
-    hash: str
-
-
-@dataclass(frozen=True)
-class LockedRequirement:
-    project_name: str
-    version: str
-    artifacts: tuple[LockedArtifact, ...]
+from localai.lockfile import LockedRequirement
 
 SBOM_NAME = "sbom.cdx.json"
 SPEC_VERSION = "1.5"
@@ -38,19 +22,6 @@ _NAMESPACE = uuid.UUID("6f0c5a3e-8f1e-4a52-9a57-1c3c3f0b8d21")  # this project's
 
 def purl(name: str, version: str) -> str:
     return f"pkg:pypi/{quote(name.lower().replace('_', '-'))}@{quote(version, safe='+')}"
-
-
-def locked_requirements(content: bytes) -> tuple[LockedRequirement, ...]:
-    """Every (project, version) of every locked resolve, sorted; artifacts merged."""
-    found: dict[tuple[str, str], set[LockedArtifact]] = {}
-    for resolve in lockfile_json(content)["locked_resolves"]:
-        for req in resolve["locked_requirements"]:
-            arts = found.setdefault((req["project_name"], req["version"]), set())
-            arts.update(LockedArtifact(a["url"], a["algorithm"], a["hash"]) for a in req["artifacts"])
-    return tuple(
-        LockedRequirement(name, version, tuple(sorted(arts, key=lambda a: a.url)))
-        for (name, version), arts in sorted(found.items())
-    )
 
 
 def _component(req: LockedRequirement) -> dict:

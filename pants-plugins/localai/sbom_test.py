@@ -3,7 +3,8 @@ from __future__ import annotations
 import json
 
 from localai.provenance import PREDICATE_TYPE, STATEMENT_TYPE, provenance_statement
-from localai.sbom import cyclonedx_sbom, locked_requirements, purl
+from localai.lockfile import parse
+from localai.sbom import cyclonedx_sbom, purl
 from localai.testutil import fake_lockfile
 
 LOCK = fake_lockfile(
@@ -19,7 +20,7 @@ def _sbom() -> dict:
         cyclonedx_sbom(
             name="rerankers", version="0.1.0", artifact="backend.pex", artifact_sha256="ee" * 32,
             lockfile="lockfiles/rerankers-cpu.lock", lockfile_sha256="11" * 32,
-            requirements=locked_requirements(LOCK.encode()),
+            requirements=parse(LOCK.encode(), "lockfiles/demo-cpu.lock"),
         )
     )
 
@@ -73,7 +74,9 @@ def test_provenance_statement_names_subjects_and_materials() -> None:
 def test_native_engines_list_library_source_archive_and_toolchain() -> None:
     from localai.sbom import engine_components
 
-    toolchain = locked_requirements(fake_lockfile({"ziglang": ("0.17.1", [("https://files.example/ziglang.whl", "99" * 32)])}).encode())
+    toolchain = parse(
+        fake_lockfile({"ziglang": ("0.17.1", [("https://files.example/ziglang.whl", "99" * 32)])}).encode(), "toolchain.lock"
+    )
     comps = engine_components(
         {"localai_backend/engines/minilm/avx2/metadata.json": {"name": "minilm", "cpu_variant": "avx2", "library": "libminilm.so", "sha256": "aa" * 32, "ggml_version": "0.25.3", "target": "x86_64-linux-gnu.2.28"}},
         toolchain,

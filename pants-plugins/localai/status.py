@@ -22,7 +22,7 @@ from pants.core.goals.test import RuntimePackageDependenciesField
 from pants.core.util_rules.partitions import PartitionerType
 from pants.engine.addresses import Addresses, UnparsedAddressInputs
 from pants.engine.console import Console
-from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Workspace
+from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Paths, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
 from pants.engine.target import AllTargets, FieldSet, SingleSourceField, Tags, Target
@@ -34,8 +34,7 @@ from localai.accelerators import AcceleratorMatrix
 from localai.audit import AuditSubsystem
 from localai.claims import TestCatalog, render_catalog
 from localai.localai_layout import PinPolicySection
-from localai.target_types import AcceleratorField, NotLockableHereField
-from localai.variant import Variant, VariantRequest
+from localai.variant import AllBackendVariants
 
 STATUS_PATH = "docs/status.md"
 PROTO_PATH = "backends/proto/backend.proto"
@@ -141,8 +140,9 @@ def render(rows: list[StatusRow]) -> str:
 
 
 @rule(desc="Compute backend status", level=LogLevel.DEBUG)
-async def compute_status(all_targets: AllTargets, audit: AuditSubsystem, matrix: AcceleratorMatrix) -> StatusDoc:
-    variants_tgts = [t for t in all_targets if t.has_field(AcceleratorField) and t.has_field(NotLockableHereField)]
+async def compute_status(
+    all_targets: AllTargets, variants: AllBackendVariants, audit: AuditSubsystem, matrix: AcceleratorMatrix
+) -> StatusDoc:
     test_tgts = [t for t in all_targets if t.has_field(RuntimePackageDependenciesField)]
     test_deps = await MultiGet(
         Get(Addresses, UnparsedAddressInputs, t[RuntimePackageDependenciesField].to_unparsed_address_inputs())
@@ -152,12 +152,10 @@ async def compute_status(all_targets: AllTargets, audit: AuditSubsystem, matrix:
     serves_model = {
         a for t, addrs in zip(test_tgts, test_deps) if SERVES_MODEL_TAG in (t.get(Tags).value or ()) for a in addrs
     }
-    variants = await MultiGet(
-        Get(Variant, VariantRequest(t.address, t[AcceleratorField].value)) for t in variants_tgts
-    )
-    lockfiles = await Get(DigestContents, PathGlobs(["lockfiles/*.lock"]))
-    locked = {fc.path for fc in lockfiles}
-    dirs = sorted({t.address.spec_path for t in variants_tgts})
+    # Only to find committed lockfiles that no variant declares.
+    lockfiles = await Get(Paths, PathGlobs(["lockfiles/*.lock"]))
+    locked = set(lockfiles.files)
+    dirs = sorted({v.variant.directory for v in variants})
     sources = await Get(DigestContents, PathGlobs([PROTO_PATH, *(f"{d}/backend.py" for d in dirs)]))
     by_path = {fc.path: fc.content.decode() for fc in sources}
     if PROTO_PATH not in by_path:
@@ -168,14 +166,11 @@ async def compute_status(all_targets: AllTargets, audit: AuditSubsystem, matrix:
         for d in dirs
     }
     rows, declared = [], set()
-    for tgt, v in zip(variants_tgts, variants):
+    for bv in variants:
+        v = bv.variant
         declared.add(v.lockfile)
-        is_locked = v.lockfile in locked
-        if is_locked:
-            note = ""
-        else:
-            why = tgt[NotLockableHereField].value or v.accelerator.lock_note
-            note = why or f"not locked yet: `./pants generate-lockfiles --resolve={v.resolve}`"
+        is_locked = bv.lockfile is not None
+        note = "" if is_locked else bv.why_unlocked
         served = v.address in serves_model
         rows.append(
             StatusRow(
@@ -186,7 +181,7 @@ async def compute_status(all_targets: AllTargets, audit: AuditSubsystem, matrix:
                 packaged=is_locked and (v.accelerator.name in audit.package_accelerators or v.address in packaged_by_test),
                 served=served,
                 offline_only=(v.address in packaged_by_test) and not served,
-                rpcs=served_by_dir[tgt.address.spec_path],
+                rpcs=served_by_dir[v.directory],
                 note=note.replace("|", "/"),
             )
         )

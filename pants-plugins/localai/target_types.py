@@ -3,8 +3,10 @@
 A backend folder's one-line BUILD (`localai_backend(accelerators=[...])`, a prelude macro in
 macros.py) expands to these targets:
   :src                      localai_sources: the backend's own Python files
-  :requirements-<accel>     localai_requirements: python_requirement targets in resolve <name>-<accel>
-  :<accel>                  localai_backend_variant: packages into a PEX + a LocalAI backend folder
+  :requirements-<accel>     localai_requirements: python_requirement targets in resolve <name>-<accel>,
+                            each depending on the requirement files read and on the lockfile
+  :<accel>                  localai_backend_variant: packages into a PEX + a LocalAI backend folder;
+                            depends on :src, :requirements-<accel> and its engines
 """
 from __future__ import annotations
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pants.backend.python.target_types import PythonRequirementTarget
 from pants.testutil.rule_runner import RuleRunner
 
 
@@ -13,40 +12,65 @@ def repo_file(path: str) -> str:
     return Path(path).read_text()
 
 
+MACROS = "pants-plugins/localai/macros.py"  # the BUILD-file prelude, as pants.toml sets it
+
+
+class LocalAIRuleRunner(RuleRunner):
+    """A RuleRunner whose BUILD files see the real prelude macros, whatever options a test sets."""
+
+    def create_options_bootstrapper(self, args, env):
+        return super().create_options_bootstrapper([f"--build-file-prelude-globs={MACROS}", *args], env)
+
+
 def make_rule_runner(*query_rules, extra_target_types=()) -> RuleRunner:
     from pants.backend.python import register as python_backend
     from pants.core import register as core
 
     from localai import register
+    from localai.native import register as native
 
-    return RuleRunner(
-        rules=[*core.rules(), *python_backend.rules(), *register.rules(), *query_rules],
-        target_types=[*register.target_types(), PythonRequirementTarget, *extra_target_types],
+    runner = LocalAIRuleRunner(
+        rules=[*core.rules(), *python_backend.rules(), *register.rules(), *native.rules(), *query_rules],
+        target_types=[
+            *core.target_types(),
+            *python_backend.target_types(),
+            *register.target_types(),
+            *native.target_types(),
+            *extra_target_types,
+        ],
     )
+    runner.write_files({MACROS: (Path(__file__).parent / "macros.py").read_text()})
+    return runner
+
+
+# The shared runtime targets every backend's macro expansion depends on.
+SHARED_RUNTIME = {
+    "backends/common/BUILD": 'localai_sources(name="common")\npython_sources(name="py")\n',
+    "backends/proto/BUILD": 'localai_proto(name="proto")\n',
+}
 
 
 def backend_files(
-    name: str, accels: dict[str, str], base: str = "grpcio-tools==1.85.1\ntorch\n", src_dependencies=()
+    name: str, accels: dict[str, str], base: str = "grpcio-tools==1.85.1\ntorch\n", engines=()
 ) -> dict[str, str]:
-    """A backend folder written the way the localai_backend macro expands it."""
+    """A backend folder with the one-line BUILD a user writes: `localai_backend(accelerators=[...])`."""
     files = {
+        **SHARED_RUNTIME,
         "3rdparty/accelerators.toml": repo_file("3rdparty/accelerators.toml"),
         f"backends/{name}/requirements.txt": base,
+        f"backends/{name}/BUILD": f"localai_backend(accelerators={list(accels)!r}, engines={list(engines)!r})\n",
     }
-    build = [f'localai_sources(name="src", dependencies={list(src_dependencies)!r})']
     for accel, overlay in accels.items():
         if overlay is not None:
             files[f"backends/{name}/requirements-{accel}.txt"] = overlay
-        build.append(f'localai_requirements(name="requirements-{accel}", accelerator="{accel}")')
-        build.append(f'localai_backend_variant(name="{accel}", accelerator="{accel}", dependencies=[":src"])')
-    files[f"backends/{name}/BUILD"] = "\n".join(build) + "\n"
     return files
 
 
 def resolve_options(name: str, accels, *, matrix_pip=None) -> list[str]:
     resolves = {f"{name}-{a}": f"lockfiles/{name}-{a}.lock" for a in accels}
     pip = {f"{name}-{a}": (matrix_pip or {}).get(a, f"3rdparty/accelerators/{a}.txt") for a in accels}
-    return [f"--python-resolves={resolves!r}", f"--python-resolves-to-constraints-file={pip!r}"]
+    # As pants.toml: resolves enabled (which also gives each resolve its lockfile target).
+    return ["--python-enable-resolves", f"--python-resolves={resolves!r}", f"--python-resolves-to-constraints-file={pip!r}"]
 
 
 def fake_lockfile(requirements: dict[str, tuple[str, list[tuple[str, str]]]]) -> str:
