@@ -156,7 +156,7 @@ class EngineArtifactsRequest:
 class EngineArtifacts:
     """Packages of the variant's direct dependencies that `pants package` builds (native engines),
     under localai_backend/ in the PEX: a backend serving engines/minilm finds
-    localai_backend/engines/minilm/<cpu variant>/libminilm.so as package data."""
+    localai_backend/engines/minilm/<CPU level>/libminilm.so as package data."""
 
     digest: Digest
     sbom_components: tuple[str, ...] = ()  # JSON of sbom.engine_components, for the backend's SBOM
@@ -183,10 +183,8 @@ async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtif
     merged = await Get(Digest, MergeDigests(b.digest for b in built))
     components: tuple = ()
     if built:
-        # The engines' build records (metadata.json today; build-record.json if they follow the backends).
-        records = await Get(
-            DigestContents, DigestSubset(merged, PathGlobs(["**/metadata.json", "**/build-record.json"]))
-        )
+        # The engines' build records (localai.native.rules.BUILD_RECORD).
+        records = await Get(DigestContents, DigestSubset(merged, PathGlobs(["**/build-record.json"])))
         archive_specs = [
             (t.address, f.value) for t in direct for f in t.field_values.values() if f.alias == "ggml_archive" and f.value
         ]
