@@ -29,7 +29,6 @@ from localai.testutil import make_rule_runner, repo_file
 LOCK = repo_file("lockfiles/minilm-ggml-cpu.lock")
 PINS = "grpcio==1.85.3\nprotobuf==7.36.2\n"
 GRPC_TOOLS = "grpcio-tools==1.85.1\n"
-ADDRESS = Address("backends/tiny", target_name="cpu")
 FOLDER = "backends/tiny/cpu"
 
 BACKEND_PY = '''"""Fixture backend: prints what the PEX carries."""
@@ -46,25 +45,34 @@ def main():
 '''
 
 
-def fixture(requirements: str = PINS + GRPC_TOOLS, lockfile: str | None = LOCK) -> dict[str, str]:
-    """backends/tiny as the localai_backend macro expands it (accelerators=["cpu"], version="1.2.3")."""
+def backend(name: str, requirements: str = PINS + GRPC_TOOLS, lockfile: str | None = LOCK) -> dict[str, str]:
+    """backends/<name> as the localai_backend macro expands it (accelerators=["cpu"], version="1.2.3")."""
     files = {
-        "3rdparty/accelerators.toml": repo_file("3rdparty/accelerators.toml"),
-        "3rdparty/accelerators/cpu.txt": repo_file("3rdparty/accelerators/cpu.txt"),
-        "backends/proto/backend.proto": repo_file("backends/proto/backend.proto"),
-        "backends/proto/BUILD": 'localai_proto(name="proto", sources=["backend.proto"])\n',
-        "backends/tiny/backend.py": BACKEND_PY,
-        "backends/tiny/requirements.txt": requirements,
-        "backends/tiny/requirements-cpu.txt": "# nothing cpu-specific\n",
-        "backends/tiny/BUILD": (
+        f"backends/{name}/backend.py": BACKEND_PY,
+        f"backends/{name}/requirements.txt": requirements,
+        f"backends/{name}/requirements-cpu.txt": "# nothing cpu-specific\n",
+        f"backends/{name}/BUILD": (
             'localai_sources(name="src", dependencies=["backends/proto"])\n'
             'localai_requirements(name="requirements-cpu", accelerator="cpu")\n'
             'localai_backend_variant(name="cpu", accelerator="cpu", dependencies=[":src"], version="1.2.3")\n'
         ),
     }
     if lockfile is not None:
-        files["lockfiles/tiny-cpu.lock"] = lockfile
+        files[f"lockfiles/{name}-cpu.lock"] = lockfile
     return files
+
+
+# tiny packages; nolock has no lockfile; notools does not pin grpcio-tools.
+BACKENDS = ("tiny", "nolock", "notools")
+FILES = {
+    "3rdparty/accelerators.toml": repo_file("3rdparty/accelerators.toml"),
+    "3rdparty/accelerators/cpu.txt": repo_file("3rdparty/accelerators/cpu.txt"),
+    "backends/proto/backend.proto": repo_file("backends/proto/backend.proto"),
+    "backends/proto/BUILD": 'localai_proto(name="proto", sources=["backend.proto"])\n',
+    **backend("tiny"),
+    **backend("nolock", lockfile=None),
+    **backend("notools", requirements=PINS),
+}
 
 
 def repo_options() -> list[str]:
@@ -85,30 +93,31 @@ def repo_options() -> list[str]:
     ]
 
 
-def rule_runner_for(files: dict[str, str]) -> RuleRunner:
+@pytest.fixture(scope="module")
+def rule_runner() -> RuleRunner:
+    # One RuleRunner (one rule graph) for every test of this file.
     rule_runner = make_rule_runner(QueryRule(BuiltPackage, [BackendVariantFieldSet]), QueryRule(DigestEntries, [Digest]))
-    rule_runner.write_files(files)
+    rule_runner.write_files(FILES)
     rule_runner.set_options(
         [
             *pex_cli_options(),
             *repo_options(),
-            "--python-resolves={'tiny-cpu': 'lockfiles/tiny-cpu.lock'}",
-            "--python-resolves-to-constraints-file={'tiny-cpu': '3rdparty/accelerators/cpu.txt'}",
+            f"--python-resolves={ {f'{b}-cpu': f'lockfiles/{b}-cpu.lock' for b in BACKENDS}!r}",
+            f"--python-resolves-to-constraints-file={ {f'{b}-cpu': '3rdparty/accelerators/cpu.txt' for b in BACKENDS}!r}",
         ],
         env_inherit={"PATH", "PYENV_ROOT", "HOME"},
     )
     return rule_runner
 
 
-def package(rule_runner: RuleRunner) -> BuiltPackage:
-    tgt = rule_runner.get_target(ADDRESS)
+def package(rule_runner: RuleRunner, name: str) -> BuiltPackage:
+    tgt = rule_runner.get_target(Address(f"backends/{name}", target_name="cpu"))
     return rule_runner.request(BuiltPackage, [BackendVariantFieldSet.create(tgt)])
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[RuleRunner, BuiltPackage]:
-    rule_runner = rule_runner_for(fixture())
-    result = package(rule_runner)
+def built(rule_runner) -> tuple[RuleRunner, BuiltPackage]:
+    result = package(rule_runner, "tiny")
     rule_runner.write_digest(result.digest, path_prefix="dist")
     return rule_runner, result
 
@@ -150,23 +159,24 @@ def test_build_record_names_variant_lockfile_and_artifact(built) -> None:
 def test_the_pex_runs_with_stubs_compiled_from_its_own_lock(built, tmp_path) -> None:
     rule_runner, _ = built
     dist = Path(rule_runner.build_root, "dist", FOLDER)
-    # run.sh is what LocalAI executes; the PEX unpacks into a fresh PEX_ROOT.
+    # run.sh is what LocalAI executes (the PEX unpacks once per machine into the tests' PEX_ROOT).
+    pex_root = os.environ.get("LOCALAI_TEST_PEX_ROOT") or str(tmp_path / "pex-root")
     out = subprocess.run(["sh", str(dist / "run.sh"), "--addr", "127.0.0.1:0"], capture_output=True, text=True,
-                         env={**os.environ, "PEX_ROOT": str(tmp_path / "pex-root")}, timeout=300)
+                         env={**os.environ, "PEX_ROOT": pex_root}, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "grpc=1.85.3 rpcs=52 args=['--addr', '127.0.0.1:0']"
 
 
-def test_missing_lockfile_names_the_target_and_the_command_that_makes_it() -> None:
+def test_missing_lockfile_names_the_target_and_the_command_that_makes_it(rule_runner) -> None:
     with pytest.raises(ExecutionError) as e:
-        package(rule_runner_for(fixture(lockfile=None)))
+        package(rule_runner, "nolock")
     msg = str(e.value)
-    assert "backends/tiny:cpu: lockfiles/tiny-cpu.lock does not exist, so this variant cannot be packaged" in msg
-    assert "./pants generate-lockfiles --resolve=tiny-cpu" in msg and "commit lockfiles/tiny-cpu.lock" in msg
+    assert "backends/nolock:cpu: lockfiles/nolock-cpu.lock does not exist, so this variant cannot be packaged" in msg
+    assert "./pants generate-lockfiles --resolve=nolock-cpu" in msg and "commit lockfiles/nolock-cpu.lock" in msg
 
 
-def test_missing_grpcio_tools_pin_names_the_file_and_why() -> None:
+def test_missing_grpcio_tools_pin_names_the_file_and_why(rule_runner) -> None:
     with pytest.raises(ExecutionError) as e:
-        package(rule_runner_for(fixture(requirements=PINS)))
-    assert ("backends/tiny:cpu: backends/tiny/requirements.txt must pin grpcio-tools (the build compiles "
+        package(rule_runner, "notools")
+    assert ("backends/notools:cpu: backends/notools/requirements.txt must pin grpcio-tools (the build compiles "
             "backend.proto with it, from the same lock as grpcio/protobuf)") in str(e.value)
