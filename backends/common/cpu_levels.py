@@ -1,27 +1,33 @@
 """The CPU levels native engines are built for, and which one this machine runs.
 
-One table for every engine (engines/minilm, engines/whisper-cpp) and every backend that
-loads one: a level's library may use exactly the instructions its flags name, so a machine
-missing one of them must not load it (SIGILL). engines/minilm/tests/test_abi_tables.py checks
-the table against the ISA options the C build enables per level. Standard library only.
+The levels are cpu_levels.json next to this file: the one table that the C build also reads
+(pants-plugins/localai/native passes it to cmake_driver.py), so the ISA options a level's
+library is compiled with and the CPU flags checked here before loading it cannot drift apart
+(a library using an instruction the check does not require is a SIGILL on some machine).
+Used by every engine's binding (engines/minilm) and every backend that loads an engine.
+Standard library only.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib.resources
+import json
 import os
 from pathlib import Path
 
 from .errors import InvalidArgument, require
 
-# Best first; the /proc/cpuinfo flags each needs: the instruction sets ggml's options of that
-# level compile for (GGML_AVX512 adds -mavx512f/cd/vl/dq/bw).
-_AVX2 = {"sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"}
-CPU_LEVELS = {
-    "avx512": _AVX2 | {"avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"},
-    "avx2": _AVX2,
-    "fallback": set(),
-}
+TABLE = "cpu_levels.json"
+
+
+def _load() -> dict[str, set[str]]:
+    table = json.loads(importlib.resources.files(__package__).joinpath(TABLE).read_text())
+    options = table["ggml_options"]
+    return {level: set().union(*(options[o] for o in on)) for level, on in table["levels"].items()}
+
+
+# {level: the /proc/cpuinfo flags its library needs}, best first.
+CPU_LEVELS = _load()
 
 
 def cpu_flags() -> set[str]:

@@ -43,12 +43,13 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
         )
 
 
-def localai_engine(library, header, ggml_archive, test_binary=None, cpu_variants=("fallback", "avx2", "avx512"),
-                   cpptests_variant="avx2", fuzz_variant="fallback", fuzz=True, **build):
-    """Declares a native engine with one variant per CPU level: `engines/<name>:<cpu_variant>`
-    (library, header, metadata.json), plus for its own tests `:<cpptests_variant>-cpptests` (the
-    same build, also packaging `test_binary`) and `:fuzz` (a sanitizer-coverage build of
-    `fuzz_variant` for the fuzzers, not shipped; fuzz=False leaves it out).
+def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=None, cpptests_level="avx2",
+                   fuzz_level="fallback", fuzz=True, **build):
+    """Declares a native engine with one build per CPU level: `engines/<name>:<cpu_level>`
+    (library, header, build-record.json) for each of `cpu_levels` (default: every level of
+    backends/common/cpu_levels.json, LOCALAI_CPU_LEVELS), plus for its own tests
+    `:<cpptests_level>-cpptests` (the same build, also packaging `test_binary`) and `:fuzz` (a
+    sanitizer-coverage build of `fuzz_level` for the fuzzers, not shipped; fuzz=False leaves it out).
 
     build: the native_engine fields for third-party engines and extra options, passed to every
     variant: ggml_subdir (ggml's directory in the archive), cmake_options ({KEY: VALUE}),
@@ -69,14 +70,13 @@ def localai_engine(library, header, ggml_archive, test_binary=None, cpu_variants
     common = dict(library=library, header=header, ggml_archive=ggml_archive, test_binary=test_binary, **build)
     if build.get("upstream_subdir"):
         common["sources"] = []  # no CMake project of ours: the sources come from the archive
-    for v in cpu_variants:
-        native_engine(name=v, cpu_variant=v, **common)
+    for level in cpu_levels or LOCALAI_CPU_LEVELS:
+        native_engine(name=level, cpu_level=level, **common)
     if test_binary:
-        native_engine(name=f"{cpptests_variant}-cpptests", cpu_variant=cpptests_variant, include_test_binary=True,
-                      **common)
+        native_engine(name=f"{cpptests_level}-cpptests", cpu_level=cpptests_level, include_test_binary=True, **common)
     # No test executable: instrumented code links only against the fuzzer's runtime.
     if fuzz:
-        native_engine(name="fuzz", cpu_variant=fuzz_variant, sanitizer_coverage=True, **{**common, "test_binary": None})
+        native_engine(name="fuzz", cpu_level=fuzz_level, sanitizer_coverage=True, **{**common, "test_binary": None})
 
 
 def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0"):

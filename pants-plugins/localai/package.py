@@ -121,8 +121,9 @@ class EngineArtifactsRequest:
 
 @dataclass(frozen=True)
 class EngineArtifacts:
-    """The variant's direct dependencies that are native engines or converted models, built, under localai_backend/ in the PEX: a backend serving engines/minilm finds
-    localai_backend/engines/minilm/<cpu variant>/libminilm.so as package data."""
+    """The variant's direct dependencies that are native engines or converted models, built, under
+    localai_backend/ in the PEX: a backend serving engines/minilm finds
+    localai_backend/engines/minilm/<CPU level>/libminilm.so as package data."""
 
     digest: Digest
     sbom_components: tuple[str, ...] = ()  # JSON of sbom.engine_components, for the backend's SBOM
@@ -160,10 +161,8 @@ async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtif
     merged = await Get(Digest, MergeDigests(b.digest for b in built))
     components: tuple = ()
     if built:
-        # The engines' build records (metadata.json today; build-record.json if they follow the backends).
-        records = await Get(
-            DigestContents, DigestSubset(merged, PathGlobs(["**/metadata.json", "**/build-record.json"]))
-        )
+        # The engines' build records (localai.native.rules.BUILD_RECORD).
+        records = await Get(DigestContents, DigestSubset(merged, PathGlobs(["**/build-record.json"])))
         archives = await MultiGet(
             Get(
                 Targets,

@@ -53,10 +53,12 @@ def engine_components(records: dict[str, dict], toolchain: tuple[LockedRequireme
             {
                 "type": "library",
                 "bom-ref": f"native:{path}",
-                "name": f"{rec.get('name')}/{rec.get('cpu_variant')}/{rec.get('library')}",
+                "name": f"{rec.get('name')}/{rec.get('cpu_level')}/{rec.get('library')}",
                 "version": str(rec.get("ggml_version", "")),
                 "hashes": [{"alg": "SHA-256", "content": rec["sha256"]}] if rec.get("sha256") else [],
-                "properties": [{"name": "localai:path", "value": path}, {"name": "localai:target", "value": str(rec.get("target"))}],
+                "properties": [{"name": "localai:path", "value": path}, {"name": "localai:target", "value": str(rec.get("target"))},
+                               # what a machine needs to load it (/proc/cpuinfo flags)
+                               {"name": "localai:cpu_flags", "value": " ".join(rec.get("cpu_flags", ()))}],
             }
         )
     for url, sha in sorted(sources):

@@ -78,12 +78,14 @@ def test_native_engines_list_library_source_archive_and_toolchain() -> None:
         fake_lockfile({"ziglang": ("0.17.1", [("https://files.example/ziglang.whl", "99" * 32)])}).encode(), "toolchain.lock"
     )
     comps = engine_components(
-        {"localai_backend/engines/minilm/avx2/metadata.json": {"name": "minilm", "cpu_variant": "avx2", "library": "libminilm.so", "sha256": "aa" * 32, "ggml_version": "0.25.3", "target": "x86_64-linux-gnu.2.28"}},
+        {"localai_backend/engines/minilm/avx2/build-record.json": {"name": "minilm", "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"], "library": "libminilm.so", "sha256": "aa" * 32, "ggml_version": "0.25.3", "target": "x86_64-linux-gnu.2.28"}},
         toolchain,
         (("https://files.example/llama_cpp_python-0.3.36.tar.gz", "83" * 32),),
     )
     by_ref = {c["bom-ref"].split(":")[0]: c for c in comps}
     assert by_ref["native"]["hashes"] == [{"alg": "SHA-256", "content": "aa" * 32}] and by_ref["native"]["version"] == "0.25.3"
+    assert by_ref["native"]["name"] == "minilm/avx2/libminilm.so"
+    assert {"name": "localai:cpu_flags", "value": "avx avx2"} in by_ref["native"]["properties"]
     assert by_ref["source"]["externalReferences"][0]["hashes"][0]["content"] == "83" * 32
     assert by_ref["toolchain"]["name"] == "ziglang" and by_ref["toolchain"]["scope"] == "excluded"
     sbom = json.loads(

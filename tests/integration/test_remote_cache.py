@@ -72,7 +72,7 @@ def test_fresh_clone_is_served_by_the_remote_cache(server, tmp_path) -> None:
     assert s2["remote_cache_requests_cached"] == s2["remote_cache_requests"], s2
     outputs = [f"dist/backends/silero-vad/cpu/{n}" for n in ARTIFACTS]
     outputs += [f"dist/images/silero-vad/cpu/{n}" for n in ("image.json", "image.oci.tar")]
-    outputs += [f"dist/engines/minilm/avx2/{n}" for n in ("libminilm.so", "minilm.h", "metadata.json")]
+    outputs += [f"dist/engines/minilm/avx2/{n}" for n in ("libminilm.so", "minilm.h", "build-record.json")]
     for name in outputs:
         assert (clone1 / name).read_bytes() == (clone2 / name).read_bytes(), name
     print(f"\nREMOTE-CACHE cold={cold:.1f}s cached={cached:.1f}s ratio={cached / cold:.2f} "

@@ -318,7 +318,7 @@ def test_every_cpu_level_this_machine_runs_gives_the_same_answers(models, speech
 
     wav = write_wav(tmp_path / "speech.wav", speech)
     results = {}
-    for level in [lvl for lvl in ("fallback", "avx2", "avx512") if CPU_LEVELS[lvl] <= cpu_flags()]:
+    for level in [lvl for lvl in reversed(CPU_LEVELS) if CPU_LEVELS[lvl] <= cpu_flags()]:
         with BackendProcess("whisper", env={"LOCALAI_WHISPER_CPU": level}) as proc:
             assert proc.stub.LoadModel(backend_pb2.ModelOptions(Model=str(models[1]), Threads=2), timeout=120).success
             segs = vad(proc.stub, speech)

@@ -72,7 +72,7 @@ MINILM_API minilm_status minilm_tokenize(const struct minilm_context * ctx, cons
 /* Static, never NULL. */
 MINILM_API const char * minilm_strerror(minilm_status status);
 
-/* Build information: "minilm <abi> ggml <version> <cpu variant>". Static. */
+/* Build information: "minilm <abi> ggml <version> <cpu level>". Static. */
 MINILM_API const char * minilm_version(void);
 
 #ifdef __cplusplus

@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#ifndef MINILM_CPU_VARIANT
-#define MINILM_CPU_VARIANT "unknown"
+#ifndef MINILM_CPU_LEVEL
+#define MINILM_CPU_LEVEL "unknown"
 #endif
 #ifndef MINILM_GGML_VERSION
 #define MINILM_GGML_VERSION "unknown"
@@ -434,7 +434,7 @@ const char * minilm_strerror(minilm_status s) {
 }
 
 const char * minilm_version(void) {
-    return "minilm 1 ggml " MINILM_GGML_VERSION " " MINILM_CPU_VARIANT;
+    return "minilm 1 ggml " MINILM_GGML_VERSION " " MINILM_CPU_LEVEL;
 }
 
 }  // extern "C"

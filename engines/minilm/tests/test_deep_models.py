@@ -8,7 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import _convert_module, variant_params  # pants: no-infer-dep
+from conftest import _convert_module, level_params  # pants: no-infer-dep
 
 TEXTS = [f"text number {i} about deep models" for i in range(32)]
 
@@ -60,9 +60,9 @@ def deep_gguf(request, tmp_path_factory):
     return random_bert(tmp_path_factory.mktemp("deep") / "bert", request.param)
 
 
-@pytest.mark.parametrize("variant", variant_params())
-def test_deep_bert_embeds_a_32_text_batch(libs, variant, deep_gguf):
-    model = libs[variant].load(deep_gguf, n_threads=2)
+@pytest.mark.parametrize("level", level_params())
+def test_deep_bert_embeds_a_32_text_batch(libs, level, deep_gguf):
+    model = libs[level].load(deep_gguf, n_threads=2)
     try:
         batch = model.embed(TEXTS)
         assert batch.shape == (32, 32) and np.isfinite(batch).all()

@@ -1,5 +1,5 @@
 """The packaged libraries: glibc symbol versions <= 2.28, only the C ABI exported, no host
-toolchain traces, metadata.json matches. Reads the ELF with pyelftools (no host binutils)."""
+toolchain traces, build-record.json matches (its CPU level and the CPU flags it needs). Reads the ELF with pyelftools (no host binutils)."""
 from __future__ import annotations
 
 import hashlib
@@ -10,7 +10,7 @@ import pytest
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
-from minilm_ctypes import VARIANTS, library_path  # pants: no-infer-dep
+from minilm_ctypes import CPU_LEVELS, LEVELS, library_path  # pants: no-infer-dep
 
 ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "ld-linux-x86-64.so.2"}
 
@@ -27,9 +27,9 @@ def glibc_versions(elf) -> set[tuple[int, ...]]:
     return out
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_elf(variant):
-    path = library_path(variant)
+@pytest.mark.parametrize("level", LEVELS)
+def test_elf(level):
+    path = library_path(level)
     with open(path, "rb") as f:
         elf = ELFFile(f)
         versions = glibc_versions(elf)
@@ -46,9 +46,11 @@ def test_elf(variant):
         comment = elf.get_section_by_name(".comment")
         text = comment.data().decode(errors="replace") if comment else ""
         assert "GCC" not in text, text
-    print(json.dumps({"variant": variant, "max_glibc": ".".join(map(str, max(versions))), "needed": sorted(needed),
+    print(json.dumps({"level": level, "max_glibc": ".".join(map(str, max(versions))), "needed": sorted(needed),
                       "exported": len(exported)}))
-    meta = json.loads((path.parent / "metadata.json").read_text())
-    assert meta["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
-    assert meta["cpu_variant"] == variant and meta["ggml_version"] == "0.25.3"
+    record = json.loads((path.parent / "build-record.json").read_text())
+    assert record["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert record["cpu_level"] == level and record["ggml_version"] == "0.25.3"
+    # What the runtime checks before loading it is what the build compiled it for.
+    assert set(record["cpu_flags"]) == CPU_LEVELS[level]
     assert (path.parent / "minilm.h").is_file()

@@ -5,7 +5,7 @@ import shutil
 import struct
 
 import pytest
-from conftest import _convert_module, variant_params  # pants: no-infer-dep
+from conftest import _convert_module, level_params  # pants: no-infer-dep
 from minilm_ctypes import CODE, MinilmError  # pants: no-infer-dep
 
 
@@ -15,7 +15,7 @@ def load_error(lib, path) -> int:
     return e.value.code
 
 
-@pytest.fixture(params=variant_params())
+@pytest.fixture(params=level_params())
 def lib(request, libs):
     return libs[request.param]
 

@@ -1,12 +1,12 @@
 """Embeddings through the C ABI (ctypes) against sentence-transformers, every corpus string,
-every CPU variant the machine supports, every quantisation."""
+every CPU level the machine supports, every quantisation."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
-from conftest import QUANTS, variant_params  # pants: no-infer-dep
+from conftest import QUANTS, level_params  # pants: no-infer-dep
 from corpus import parity_corpus  # pants: no-infer-dep
 
 # f32 is the parity gate; quantised files are lossy by construction.
@@ -20,22 +20,22 @@ def reference(st_model):
 
 
 @pytest.mark.parametrize("quant", QUANTS)
-@pytest.mark.parametrize("variant", variant_params())
-def test_cosine_vs_sentence_transformers(variant, quant, libs, gguf_models, reference):
+@pytest.mark.parametrize("level", level_params())
+def test_cosine_vs_sentence_transformers(level, quant, libs, gguf_models, reference):
     texts, ref = reference
-    model = libs[variant].load(gguf_models[quant])
+    model = libs[level].load(gguf_models[quant])
     ours = model.embed(texts)
     cos = (ours * ref).sum(axis=1) / (np.linalg.norm(ours, axis=1) * np.linalg.norm(ref, axis=1))
     worst = int(np.argmin(cos))
-    print(json.dumps({"variant": variant, "quant": quant, "n": len(texts), "min_cosine": float(cos.min()),
+    print(json.dumps({"level": level, "quant": quant, "n": len(texts), "min_cosine": float(cos.min()),
                       "mean_cosine": float(cos.mean()), "worst_text": texts[worst][:60]}, ensure_ascii=False))
     np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
-    assert cos.min() >= MIN_COSINE[quant], f"{variant}/{quant}: min cosine {cos.min():.7f} on {texts[worst][:60]!r}"
+    assert cos.min() >= MIN_COSINE[quant], f"{level}/{quant}: min cosine {cos.min():.7f} on {texts[worst][:60]!r}"
 
 
-@pytest.mark.parametrize("variant", variant_params())
-def test_batch_equals_single(variant, libs, gguf_models):
-    model = libs[variant].load(gguf_models["f32"])
+@pytest.mark.parametrize("level", level_params())
+def test_batch_equals_single(level, libs, gguf_models):
+    model = libs[level].load(gguf_models["f32"])
     texts = ["first sentence", "", "a much longer second sentence with more tokens in it"]
     batch = model.embed(texts)
     for i, t in enumerate(texts):

@@ -1,4 +1,4 @@
-"""Two clean builds (ggml + engine, fallback variant) in different directories, the second with
+"""Two clean builds (ggml + engine, fallback CPU level) in different directories, the second with
 failing cc/gcc/g++/ld/... first on PATH, give the same library, bit for bit, as each other and as
 the library `pants package engines/minilm:fallback` built in its sandbox.
 
@@ -17,6 +17,7 @@ ROOT = Path.cwd()
 DRIVER = ROOT / "pants-plugins/localai/native/cmake_driver.py"
 SDIST = ROOT / "3rdparty/native/llama_cpp_python-0.3.36.tar.gz"
 ENGINE = ROOT / "engines/minilm"
+CPU_LEVELS = ROOT / "backends/common/cpu_levels.json"
 HOSTILE_TOOLS = ("cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "ld.lld", "ar", "ranlib", "strip",
                  "as", "cmake", "ninja", "make", "git")
 
@@ -29,16 +30,16 @@ def build(workdir: Path, zig_cache: Path, path_env: str) -> tuple[bytes, str]:
     run = lambda *a, cwd: subprocess.run([sys.executable, str(DRIVER), *a], cwd=cwd, env=env, check=True,
                                          capture_output=True, text=True, timeout=1500)
     (workdir / "g").mkdir()
-    run("ggml", "--sdist", str(SDIST), "--variant", "fallback", "--out", "ggml-out", cwd=workdir / "g")
+    level = ("--cpu-levels", str(CPU_LEVELS), "--cpu-level", "fallback")
+    run("ggml", "--sdist", str(SDIST), *level, "--out", "ggml-out", cwd=workdir / "g")
     (workdir / "e").mkdir()
-    run("engine", "--src", str(src), "--ggml", str(workdir / "g" / "ggml-out"), "--variant", "fallback",
-        "--out", "out", "--artifact", "libminilm.so", "--artifact", "minilm_tests", cwd=workdir / "e")
+    run("engine", "--src", str(src), "--ggml", str(workdir / "g" / "ggml-out"), *level, "--out", "out", "--artifact", "libminilm.so", "--artifact", "minilm_tests", cwd=workdir / "e")
     lib = (workdir / "e" / "out" / "libminilm.so").read_bytes()
     return lib, hashlib.sha256(lib).hexdigest()
 
 
 def test_bit_identical_and_no_host_tools(tmp_path):
-    assert DRIVER.is_file() and SDIST.is_file() and (ENGINE / "CMakeLists.txt").is_file()
+    assert DRIVER.is_file() and SDIST.is_file() and CPU_LEVELS.is_file() and (ENGINE / "CMakeLists.txt").is_file()
     hostile = tmp_path / "hostile-bin"
     hostile.mkdir()
     marker = tmp_path / "host-tool-called"

@@ -5,12 +5,16 @@ interpreter of the `native-toolchain` resolve (ziglang, cmake, ninja from PyPI),
 comes from the lockfile and none from the host. It can also be run by hand from a venv with the
 same three packages, which is how the engine is developed outside Pants.
 
-  python cmake_driver.py ggml   --sdist X.tar.gz --variant avx2 --out ggml-avx2
-  python cmake_driver.py engine --src engines/minilm --ggml ggml-avx2 --variant avx2 --out out
+  python cmake_driver.py ggml   --sdist X.tar.gz --cpu-levels backends/common/cpu_levels.json --cpu-level avx2 \
+      --out ggml-avx2
+  python cmake_driver.py engine --src engines/minilm --ggml ggml-avx2 --cpu-levels ... --cpu-level avx2 --out out
   python cmake_driver.py ggml   --sdist pywhispercpp-1.5.1.tar.gz --ggml-subdir whisper.cpp/ggml ...
   python cmake_driver.py engine --upstream-archive pywhispercpp-1.5.1.tar.gz --upstream-subdir whisper.cpp \
       --upstream-source src/whisper.cpp --upstream-include include --upstream-include src \
       --export 'whisper_*' --library libwhisper.so --header include/whisper.h --ggml ggml-avx2 ...
+
+--cpu-levels is the CPU level table (backends/common/cpu_levels.json, the one the runtime reads
+too): a level's ggml ISA options and the CPU flags its library needs, recorded in ggml-build.json.
 
 A third-party engine (--upstream-*) has no CMake project of its own: the driver extracts the
 subtree from the pinned archive and generates one (sources, includes, definitions, a version
@@ -37,14 +41,28 @@ import tarfile
 ZIG_TARGET = "x86_64-linux-gnu.2.28"
 GGML_PREFIX_IN_SDIST = "vendor/llama.cpp/ggml"
 
-# ggml silently disables every ISA option when SOURCE_DATE_EPOCH is set: always pass them all.
-ISA = ("GGML_SSE42", "GGML_AVX", "GGML_AVX2", "GGML_FMA", "GGML_F16C", "GGML_BMI2", "GGML_AVX512")
-VARIANTS = {
-    "fallback": dict.fromkeys(ISA, "OFF"),
-    "avx2": {**dict.fromkeys(ISA, "ON"), "GGML_AVX512": "OFF"},
-    "avx512": dict.fromkeys(ISA, "ON"),
-}
-# Same for every variant. GGML_LLAMAFILE: llamafile's tiled sgemm for f32/f16/q8_0 matmuls, as
+
+
+class CpuLevel:
+    """One level of the CPU level table: its ggml ISA options and the CPU flags they need."""
+
+    def __init__(self, table_path: str, name: str):
+        with open(table_path) as f:
+            table = json.load(f)
+        levels, options = table["levels"], table["ggml_options"]
+        if name not in levels:
+            raise SystemExit(f"--cpu-level {name}: not a level of {table_path} ({', '.join(levels)})")
+        unknown = [o for o in levels[name] if o not in options]
+        if unknown:
+            raise SystemExit(f"{table_path}: level {name} turns on {unknown}, which are not in ggml_options")
+        self.name = name
+        self.isa_options = tuple(options)
+        # ggml silently disables every ISA option when SOURCE_DATE_EPOCH is set: always pass them all.
+        self.cmake_options = {o: "ON" if o in levels[name] else "OFF" for o in options}
+        self.cpu_flags = sorted({flag for o in levels[name] for flag in options[o]})
+
+
+# Same for every CPU level. GGML_LLAMAFILE: llamafile's tiled sgemm for f32/f16/q8_0 matmuls, as
 # llama.cpp builds ggml (off by default for a ggml subproject); measured in engines/minilm/README.md.
 GGML_COMMON = {"GGML_NATIVE": "OFF", "GGML_OPENMP": "OFF", "GGML_BACKEND_DL": "OFF", "GGML_CCACHE": "OFF",
                "GGML_BUILD_TESTS": "OFF", "GGML_BUILD_EXAMPLES": "OFF", "GGML_CPU_ALL_VARIANTS": "OFF",
@@ -93,7 +111,7 @@ def toolchain(workdir: str):
 SANITIZER_COVERAGE = "-fsanitize-coverage=inline-8bit-counters,pc-table,trace-cmp"
 
 
-def cmake_common(wrappers, ninja, prefix_maps, variant, sanitizer_coverage=False):
+def cmake_common(wrappers, ninja, prefix_maps, level: CpuLevel, sanitizer_coverage=False):
     flags = " ".join(f"-ffile-prefix-map={src}={dst}" for src, dst in prefix_maps)
     extra = []
     if sanitizer_coverage:
@@ -115,7 +133,7 @@ def cmake_common(wrappers, ninja, prefix_maps, variant, sanitizer_coverage=False
         "-DBUILD_SHARED_LIBS=OFF",
         "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
     ]
-    args += [f"-D{k}={v}" for k, v in VARIANTS[variant].items()]
+    args += [f"-D{k}={v}" for k, v in level.cmake_options.items()]
     return args + extra
 
 
@@ -140,14 +158,14 @@ def extract_ggml(sdist: str, dest: str, subdir: str = GGML_PREFIX_IN_SDIST) -> s
     return extract_subdir(sdist, subdir, dest)
 
 
-def extra_options(pairs) -> dict:
+def extra_options(pairs, level: CpuLevel) -> dict:
     """--cmake-option KEY=VALUE (repeatable) -> {KEY: VALUE}; the fixed options cannot be overridden."""
     opts = {}
     for p in pairs or ():
         key, sep, value = p.partition("=")
         if not sep or not key:
             raise SystemExit(f"--cmake-option {p!r}: expected KEY=VALUE")
-        if key in ISA or key in GGML_COMMON or key.startswith("CMAKE_"):
+        if key in level.isa_options or key in GGML_COMMON or key.startswith("CMAKE_"):
             raise SystemExit(f"--cmake-option {key}: set by the driver (ISA/hermetic option), not overridable")
         opts[key] = value
     return dict(sorted(opts.items()))
@@ -163,7 +181,8 @@ def build_ggml(a):
     work = os.path.abspath(".native-work")
     env, cmake, ninja, wrappers = toolchain(work)
     src = extract_ggml(a.sdist, os.path.join(work, "src"), a.ggml_subdir)
-    extra = extra_options(a.cmake_option)
+    level = CpuLevel(a.cpu_levels, a.cpu_level)
+    extra = extra_options(a.cmake_option, level)
     build = os.path.join(work, "build")
     # The sdist ships ggml without ggml.pc.in, which standalone mode needs: build it as a
     # subproject of a two-line wrapper instead (the way llama.cpp itself builds it).
@@ -173,7 +192,7 @@ def build_ggml(a):
         f.write("cmake_minimum_required(VERSION 3.14...3.28)\nproject(ggml_wrap C CXX ASM)\n"
                 f'add_subdirectory("{src}" ggml)\n')
     maps = [(src, "ggml"), (build, "build"), (wrap, "."), (work, ".")]
-    _run([cmake, "-S", wrap, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant, a.sanitizer_coverage),
+    _run([cmake, "-S", wrap, "-B", build, *cmake_common(wrappers, ninja, maps, level, a.sanitizer_coverage),
           *(f"-D{k}={v}" for k, v in GGML_COMMON.items()), *(f"-D{k}={v}" for k, v in extra.items())], env)
     _run([cmake, "--build", build, "-j", str(a.jobs)], env)
     out = os.path.abspath(a.out)
@@ -184,8 +203,8 @@ def build_ggml(a):
                 shutil.copy2(os.path.join(root, f), os.path.join(out, "lib", f))
     shutil.copytree(os.path.join(src, "include"), os.path.join(out, "include"))
     with open(os.path.join(out, "ggml-build.json"), "w") as f:
-        json.dump({"ggml_version": ggml_version(src), "cpu_variant": a.variant,
-                   "cmake_options": {**GGML_COMMON, **VARIANTS[a.variant], **extra}, "zig_target": ZIG_TARGET,
+        json.dump({"ggml_version": ggml_version(src), "cpu_level": level.name, "cpu_flags": level.cpu_flags,
+                   "cmake_options": {**GGML_COMMON, **level.cmake_options, **extra}, "zig_target": ZIG_TARGET,
                    "sanitizer_coverage": a.sanitizer_coverage}, f, indent=2, sort_keys=True)
     shutil.rmtree(work)
 
@@ -259,9 +278,10 @@ def build_engine(a):
         raise SystemExit(f"the build directory {work!r} contains whitespace: run from a directory without spaces")
     build = os.path.join(work, "build")
     maps = [(src, "."), (ggml, "ggml"), (build, "build"), (work, ".")]
-    _run([cmake, "-S", src, "-B", build, *cmake_common(wrappers, ninja, maps, a.variant, a.sanitizer_coverage),
-          f"-DGGML_PREFIX={ggml}", f"-DENGINE_CPU_VARIANT={a.variant}",
-          *(f"-D{k}={v}" for k, v in extra_options(a.cmake_option).items())], env)
+    level = CpuLevel(a.cpu_levels, a.cpu_level)
+    _run([cmake, "-S", src, "-B", build, *cmake_common(wrappers, ninja, maps, level, a.sanitizer_coverage),
+          f"-DGGML_PREFIX={ggml}", f"-DENGINE_CPU_LEVEL={level.name}",
+          *(f"-D{k}={v}" for k, v in extra_options(a.cmake_option, level).items())], env)
     # Build only what is copied out (ninja takes output files as targets).
     _run([cmake, "--build", build, "-j", str(a.jobs), "--target", *a.artifact], env)
     out = os.path.abspath(a.out)
@@ -292,7 +312,8 @@ def main():
     e.add_argument("--ggml", required=True)
     e.add_argument("--artifact", action="append", required=True, help="path in the build dir to build and copy out")
     for s in (g, e):
-        s.add_argument("--variant", required=True, choices=sorted(VARIANTS))
+        s.add_argument("--cpu-levels", required=True, help="the CPU level table (backends/common/cpu_levels.json)")
+        s.add_argument("--cpu-level", required=True, help="a level of --cpu-levels")
         s.add_argument("--out", required=True)
         s.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
         s.add_argument("--sanitizer-coverage", action="store_true", help="instrument for libFuzzer (fuzzing builds)")

@@ -1,10 +1,11 @@
-"""Rules: hermetic toolchain -> ggml (one cached process per archive x CPU variant) -> engine
-(one process per engine x variant) -> package (library, header, metadata.json).
+"""Rules: hermetic toolchain -> ggml (one cached process per archive x CPU level) -> engine
+(one process per engine x CPU level) -> package (library, header, build-record.json).
 
 Every process runs `cmake_driver.py` with the Python of a VenvPex built from the
 `native-toolchain` resolve (ziglang, cmake, ninja): no host compiler, linker or CMake is used.
 zig's global cache (libc++/compiler-rt builds, not our objects) lives in the append-only named
-cache `localai_zig`, so it survives between runs without entering any cache key.
+cache `localai_zig`, so it survives between runs without entering any cache key. The CPU level
+table (cpu_levels.py) is an input of every ggml and engine process.
 """
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ from pants.engine.target import HydratedSources, HydrateSourcesRequest, Targets
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
+from localai.native.cpu_levels import TABLE_PATH, CpuLevelTable
 from localai.native.target_types import (
     CMakeOptionsField,
-    CpuVariantField,
+    CpuLevelField,
     ExportsField,
     GgmlArchiveField,
     GgmlSubdirField,
@@ -64,6 +66,7 @@ ZIG_CACHE_NAME = "localai_zig"
 ZIG_CACHE_DIR = ".cache/zig"
 GGML_OUT = "ggml-out"
 ENGINE_OUT = "engine-out"
+BUILD_RECORD = "build-record.json"  # as the backends' (LocalAI owns metadata.json in a backend folder)
 
 
 class NativeBuildError(Exception):
@@ -117,10 +120,14 @@ async def native_toolchain(python_setup: PythonSetup) -> NativeToolchain:
 @dataclass(frozen=True)
 class GgmlBuildRequest:
     archive: Address  # a `file` target holding the pinned archive
-    cpu_variant: str
+    cpu_level: str
     sanitizer_coverage: bool = False
     ggml_subdir: str = "vendor/llama.cpp/ggml"
     cmake_options: tuple[tuple[str, str], ...] = ()
+
+
+def cpu_level_args(level: str) -> tuple[str, ...]:
+    return ("--cpu-levels", TABLE_PATH, "--cpu-level", level)
 
 
 def cmake_option_args(options) -> tuple[str, ...]:
@@ -160,19 +167,20 @@ class GgmlBuild:
 
 
 @rule(desc="Build ggml", level=LogLevel.DEBUG)
-async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain) -> GgmlBuild:
+async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain, table: CpuLevelTable) -> GgmlBuild:
     archive = await Get(ArchiveFile, Address, request.archive)
     files = (archive.path,)
-    input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver]))
+    input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver, table.digest]))
     coverage = ("--sanitizer-coverage",) if request.sanitizer_coverage else ()
     options = ("--ggml-subdir", request.ggml_subdir, *cmake_option_args(request.cmake_options))
     result = await Get(
         ProcessResult,
         VenvPexProcess,
         toolchain.process(
-            argv=("ggml", "--sdist", files[0], "--variant", request.cpu_variant, "--out", GGML_OUT, *coverage, *options),
+            argv=("ggml", "--sdist", files[0], *cpu_level_args(request.cpu_level), "--out", GGML_OUT, *coverage,
+                  *options),
             input_digest=input_digest,
-            description=f"Compile ggml ({request.cpu_variant}{', sanitizer coverage' if coverage else ''}) from {files[0]}",
+            description=f"Compile ggml ({request.cpu_level}{', sanitizer coverage' if coverage else ''}) from {files[0]}",
             output_directories=(GGML_OUT,),
         ),
     )
@@ -185,7 +193,7 @@ async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain) -> G
 class NativeEngineBuildRequest:
     address: Address
     sources: NativeEngineSourcesField
-    cpu_variant: str
+    cpu_level: str
     archive: Address
     artifacts: tuple[str, ...]
     sanitizer_coverage: bool = False
@@ -225,14 +233,16 @@ class NativeEngineBuild:
 
 
 @rule(desc="Build a native engine", level=LogLevel.DEBUG)
-async def build_native_engine(request: NativeEngineBuildRequest, toolchain: NativeToolchain) -> NativeEngineBuild:
+async def build_native_engine(
+    request: NativeEngineBuildRequest, toolchain: NativeToolchain, table: CpuLevelTable
+) -> NativeEngineBuild:
     ggml, sources = await MultiGet(
-        Get(GgmlBuild, GgmlBuildRequest(request.archive, request.cpu_variant, request.sanitizer_coverage,
+        Get(GgmlBuild, GgmlBuildRequest(request.archive, request.cpu_level, request.sanitizer_coverage,
                                         request.ggml_subdir, request.cmake_options)),
         Get(SourceFiles, SourceFilesRequest([request.sources])),
     )
     src_dir = request.address.spec_path
-    inputs = [sources.snapshot.digest, ggml.digest, toolchain.driver]
+    inputs = [sources.snapshot.digest, ggml.digest, toolchain.driver, table.digest]
     if request.upstream:
         archive = await Get(ArchiveFile, Address, request.archive)
         inputs.append(archive.digest)
@@ -245,7 +255,7 @@ async def build_native_engine(request: NativeEngineBuildRequest, toolchain: Nati
             )
         where = ["--src", src_dir]
     input_digest = await Get(Digest, MergeDigests(inputs))
-    argv = ["engine", *where, "--ggml", GGML_OUT, "--variant", request.cpu_variant, "--out", ENGINE_OUT,
+    argv = ["engine", *where, "--ggml", GGML_OUT, *cpu_level_args(request.cpu_level), "--out", ENGINE_OUT,
             *cmake_option_args(request.cmake_options)]
     for a in request.artifacts:
         argv += ["--artifact", a]
@@ -257,7 +267,7 @@ async def build_native_engine(request: NativeEngineBuildRequest, toolchain: Nati
         toolchain.process(
             argv=argv,
             input_digest=input_digest,
-            description=f"Build {request.address} ({request.cpu_variant})",
+            description=f"Build {request.address} ({request.cpu_level})",
             output_directories=(ENGINE_OUT,),
         ),
     )
@@ -267,9 +277,9 @@ async def build_native_engine(request: NativeEngineBuildRequest, toolchain: Nati
 
 @dataclass(frozen=True)
 class NativeEngineFieldSet(PackageFieldSet):
-    required_fields = (CpuVariantField, GgmlArchiveField, LibraryField)
+    required_fields = (CpuLevelField, GgmlArchiveField, LibraryField)
 
-    cpu_variant: CpuVariantField
+    cpu_level: CpuLevelField
     ggml_archive: GgmlArchiveField
     sources: NativeEngineSourcesField
     library: LibraryField
@@ -310,8 +320,10 @@ class NativeEngineFieldSet(PackageFieldSet):
         )
 
 
-def metadata_json(*, name: str, cpu_variant: str, library: str, lib_sha256: str, header: str, ggml: GgmlBuild,
-                  upstream: dict | None = None) -> bytes:
+def build_record_json(*, name: str, cpu_level: str, library: str, lib_sha256: str, header: str, ggml: GgmlBuild,
+                      upstream: dict | None = None) -> bytes:
+    """The engine's build record; `cpu_flags` are the /proc/cpuinfo flags a machine needs to load
+    the library (the driver derives them from the CPU level table along with the ISA options)."""
     info = json.loads(ggml.build_info)
     extra = {"upstream": upstream} if upstream else {}
     return (
@@ -319,7 +331,8 @@ def metadata_json(*, name: str, cpu_variant: str, library: str, lib_sha256: str,
             {
                 **extra,
                 "name": name,
-                "cpu_variant": cpu_variant,
+                "cpu_level": cpu_level,
+                "cpu_flags": info["cpu_flags"],
                 "library": library,
                 "sha256": lib_sha256,
                 "header": header,
@@ -336,8 +349,9 @@ def metadata_json(*, name: str, cpu_variant: str, library: str, lib_sha256: str,
 
 
 @rule(desc="Package a native engine", level=LogLevel.DEBUG)
-async def package_native_engine(field_set: NativeEngineFieldSet) -> BuiltPackage:
+async def package_native_engine(field_set: NativeEngineFieldSet, table: CpuLevelTable) -> BuiltPackage:
     address = field_set.address
+    table.check(field_set.cpu_level.value, str(address))
     archive = await Get(
         Targets,
         UnparsedAddressInputs(
@@ -357,7 +371,7 @@ async def package_native_engine(field_set: NativeEngineFieldSet) -> BuiltPackage
     upstream = field_set.upstream()
     build = await Get(
         NativeEngineBuild,
-        NativeEngineBuildRequest(address, field_set.sources, field_set.cpu_variant.value, archive[0].address, built,
+        NativeEngineBuildRequest(address, field_set.sources, field_set.cpu_level.value, archive[0].address, built,
                                  field_set.sanitizer_coverage.value, field_set.ggml_subdir.value,
                                  tuple(sorted((field_set.cmake_options.value or {}).items())), upstream),
     )
@@ -380,10 +394,10 @@ async def package_native_engine(field_set: NativeEngineFieldSet) -> BuiltPackage
         CreateDigest(
             [
                 FileContent(
-                    "metadata.json",
-                    metadata_json(
+                    BUILD_RECORD,
+                    build_record_json(
                         name=os.path.basename(address.spec_path),
-                        cpu_variant=field_set.cpu_variant.value,
+                        cpu_level=field_set.cpu_level.value,
                         library=library,
                         lib_sha256=lib_sha,
                         header=header_name,
@@ -401,7 +415,7 @@ async def package_native_engine(field_set: NativeEngineFieldSet) -> BuiltPackage
     out_dir = field_set.output_path.value or f"{address.spec_path}/{address.target_name}"
     merged = await Get(Digest, MergeDigests([build_digest, header_digest, meta]))
     final = await Get(Digest, AddPrefix(merged, out_dir))
-    names = [*artifacts, header_name, "metadata.json"]
+    names = [*artifacts, header_name, BUILD_RECORD]
     return BuiltPackage(final, tuple(BuiltPackageArtifact(f"{out_dir}/{n}") for n in names))
 
 

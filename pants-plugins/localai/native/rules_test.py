@@ -1,7 +1,7 @@
 """RuleRunner tests of the native-engine target and the pure parts of its rules.
 
 The full ggml + engine build (zig, 76 MB sdist, ~2 min) is exercised by
-`pants package engines/minilm:<variant>` and engines/minilm/tests, not here."""
+`pants package engines/minilm:<level>` and engines/minilm/tests, not here."""
 from __future__ import annotations
 
 import importlib.util
@@ -12,13 +12,14 @@ import pytest
 from pants.core.target_types import FileTarget
 from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
-from pants.testutil.rule_runner import RuleRunner
+from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from localai.native import register
-from localai.native.rules import GgmlBuild, NativeBuildError, NativeEngineFieldSet, metadata_json
+from localai.native.cpu_levels import _BUILD_ROOT, TABLE_PATH, CpuLevelTable, CpuLevelTableError
+from localai.native.rules import GgmlBuild, NativeBuildError, NativeEngineFieldSet, build_record_json
 from localai.native.target_types import (
-    CPU_VARIANTS,
-    CpuVariantField,
+    CPU_LEVELS,
+    CpuLevelField,
     IncludeTestBinaryField,
     NativeEngineTarget,
     SanitizerCoverageField,
@@ -28,7 +29,7 @@ from localai.native.target_types import (
 ENGINE_BUILD = """
 native_engine(
     name="{v}",
-    cpu_variant="{v}",
+    cpu_level="{v}",
     ggml_archive="3rdparty/native:ggml",
     library="libx.so",
     header="include/x.h",
@@ -38,7 +39,9 @@ native_engine(
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return RuleRunner(rules=register.rules(), target_types=[*register.target_types(), FileTarget])
+    return RuleRunner(rules=[*register.rules(), QueryRule(CpuLevelTable, [])],
+                      target_types=[*register.target_types(), FileTarget],
+                      aliases=[register.build_file_aliases()])
 
 
 def test_register_exposes_target_and_package_rule():
@@ -47,29 +50,50 @@ def test_register_exposes_target_and_package_rule():
                for r in register.rules() if hasattr(r, "union_member"))
 
 
-@pytest.mark.parametrize("variant", CPU_VARIANTS)
-def test_native_engine_target(rule_runner, variant):
-    rule_runner.write_files({"engines/x/BUILD": ENGINE_BUILD.format(v=variant), "engines/x/CMakeLists.txt": ""})
-    tgt = rule_runner.get_target(Address("engines/x", target_name=variant))
-    assert tgt[CpuVariantField].value == variant
+TABLE = json.loads((_BUILD_ROOT / TABLE_PATH).read_text())
+
+
+def test_level_names_come_from_the_table():
+    assert CPU_LEVELS == tuple(TABLE["levels"]) and {"fallback", "avx2", "avx512"} <= set(CPU_LEVELS)
+    assert register.build_file_aliases().objects["LOCALAI_CPU_LEVELS"] == CPU_LEVELS
+
+
+@pytest.mark.parametrize("level", CPU_LEVELS)
+def test_native_engine_target(rule_runner, level):
+    rule_runner.write_files({"engines/x/BUILD": ENGINE_BUILD.format(v=level), "engines/x/CMakeLists.txt": ""})
+    tgt = rule_runner.get_target(Address("engines/x", target_name=level))
+    assert tgt[CpuLevelField].value == level
     assert tgt[IncludeTestBinaryField].value is False
     assert NativeEngineFieldSet.is_applicable(tgt)
 
 
-def test_unknown_cpu_variant_is_rejected(rule_runner):
+def test_unknown_cpu_level_is_rejected(rule_runner):
     rule_runner.write_files({"engines/x/BUILD": ENGINE_BUILD.format(v="avx9000")})
     with pytest.raises(ExecutionError, match="avx9000"):
         rule_runner.get_target(Address("engines/x", target_name="avx9000"))
 
 
-def test_metadata_json():
+def test_the_build_reads_the_table_through_the_engine(rule_runner):
+    # Not the copy read at plugin load: the file in the build root, whose digest goes into every
+    # ggml/engine process (so editing it rebuilds them).
+    rule_runner.write_files({TABLE_PATH: json.dumps({"ggml_options": {}, "levels": {"v9": [], "v1": []}})})
+    table = rule_runner.request(CpuLevelTable, [])
+    assert table.levels == ("v9", "v1")
+    table.check("v1", "engines/x:v1")
+    with pytest.raises(CpuLevelTableError, match=r"engines/x:avx2: cpu_level='avx2' is not a level of "
+                                                 r"backends/common/cpu_levels.json \(v9, v1\)"):
+        table.check("avx2", "engines/x:avx2")
+
+
+def test_build_record_json():
     info = json.dumps({"ggml_version": "0.25.3", "cmake_options": {"GGML_AVX2": "ON"}, "zig_target": "x86_64-linux-gnu.2.28",
-                       "sanitizer_coverage": True})
-    meta = json.loads(metadata_json(name="minilm", cpu_variant="avx2", library="libminilm.so", lib_sha256="ab" * 32,
-                                    header="minilm.h", ggml=GgmlBuild(digest=None, version="0.25.3", build_info=info)))
-    assert meta == {"name": "minilm", "cpu_variant": "avx2", "library": "libminilm.so", "sha256": "ab" * 32,
-                    "header": "minilm.h", "ggml_version": "0.25.3", "ggml_cmake_options": {"GGML_AVX2": "ON"},
-                    "target": "x86_64-linux-gnu.2.28", "sanitizer_coverage": True}
+                       "sanitizer_coverage": True, "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"]})
+    meta = json.loads(build_record_json(name="minilm", cpu_level="avx2", library="libminilm.so", lib_sha256="ab" * 32,
+                                        header="minilm.h", ggml=GgmlBuild(digest=None, version="0.25.3", build_info=info)))
+    assert meta == {"name": "minilm", "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"], "library": "libminilm.so",
+                    "sha256": "ab" * 32, "header": "minilm.h", "ggml_version": "0.25.3",
+                    "ggml_cmake_options": {"GGML_AVX2": "ON"}, "target": "x86_64-linux-gnu.2.28",
+                    "sanitizer_coverage": True}
 
 
 def _driver():
@@ -79,21 +103,42 @@ def _driver():
     return mod
 
 
+def _level(name: str):
+    return _driver().CpuLevel(str(_BUILD_ROOT / TABLE_PATH), name)
+
+
 def test_driver_always_passes_every_isa_option():
     # ggml silently turns every ISA option off when SOURCE_DATE_EPOCH is set: never rely on defaults.
+    for name in CPU_LEVELS:
+        level = _level(name)
+        assert list(level.cmake_options) == list(TABLE["ggml_options"]), name
+        on = {o for o, v in level.cmake_options.items() if v == "ON"}
+        assert on == set(TABLE["levels"][name]), name
+        args = _driver().cmake_common("/w", "/n/ninja", [], level)
+        assert [a for a in args if a.startswith("-DGGML_")] == [f"-D{o}={v}" for o, v in level.cmake_options.items()]
+    assert set(_level("fallback").cmake_options.values()) == {"OFF"} and _level("fallback").cpu_flags == []
+    avx2 = _level("avx2")
+    assert avx2.cmake_options["GGML_AVX2"] == "ON" and avx2.cmake_options["GGML_AVX512"] == "OFF"
+    assert avx2.cpu_flags == ["avx", "avx2", "bmi2", "f16c", "fma", "sse4_2"]
+    assert set(_level("avx512").cmake_options.values()) == {"ON"}
+    assert set(_level("avx512").cpu_flags) == set(avx2.cpu_flags) | {"avx512f", "avx512cd", "avx512vl", "avx512dq",
+                                                                     "avx512bw"}
+
+
+def test_driver_rejects_a_level_or_option_the_table_does_not_define(tmp_path):
     d = _driver()
-    assert set(d.VARIANTS) == set(CPU_VARIANTS)
-    for variant, opts in d.VARIANTS.items():
-        assert set(opts) == set(d.ISA), variant
-    assert set(d.VARIANTS["fallback"].values()) == {"OFF"}
-    assert d.VARIANTS["avx2"]["GGML_AVX2"] == "ON" and d.VARIANTS["avx2"]["GGML_AVX512"] == "OFF"
-    assert set(d.VARIANTS["avx512"].values()) == {"ON"}
+    with pytest.raises(SystemExit, match="--cpu-level avx9000: not a level of .*cpu_levels.json"):
+        _level("avx9000")
+    bad = tmp_path / "t.json"
+    bad.write_text(json.dumps({"ggml_options": {"GGML_AVX": ["avx"]}, "levels": {"x": ["GGML_AVX", "GGML_AMX"]}}))
+    with pytest.raises(SystemExit, match=r"level x turns on \['GGML_AMX'\], which are not in ggml_options"):
+        d.CpuLevel(str(bad), "x")
 
 
 def test_driver_sanitizer_coverage_only_when_asked():
     d = _driver()
-    plain = d.cmake_common("/w", "/n/ninja", [("/src", ".")], "avx2")
-    fuzz = d.cmake_common("/w", "/n/ninja", [("/src", ".")], "avx2", sanitizer_coverage=True)
+    plain = d.cmake_common("/w", "/n/ninja", [("/src", ".")], _level("avx2"))
+    fuzz = d.cmake_common("/w", "/n/ninja", [("/src", ".")], _level("avx2"), sanitizer_coverage=True)
     assert not any("-fsanitize" in a for a in plain)
     flags = [a for a in fuzz if a.startswith(("-DCMAKE_C_FLAGS=", "-DCMAKE_CXX_FLAGS="))]
     assert len(flags) == 2 and all(d.SANITIZER_COVERAGE in a for a in flags)
@@ -102,13 +147,13 @@ def test_driver_sanitizer_coverage_only_when_asked():
 
 def test_driver_is_hermetic_by_construction(tmp_path, monkeypatch):
     d = _driver()
-    args = d.cmake_common("/w", "/n/ninja", [("/src", "."), ("/b", "build")], "avx2")
+    args = d.cmake_common("/w", "/n/ninja", [("/src", "."), ("/b", "build")], _level("avx2"))
     assert "-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF" in args
     assert "-DCMAKE_C_COMPILER=/w/zig-cc" in args and "-DCMAKE_AR=/w/zig-ar" in args
     assert any(a.startswith("-DCMAKE_C_FLAGS=") and "-ffile-prefix-map=/src=." in a for a in args)
 
 
-def test_localai_engine_macro_declares_variants_cpptests_and_fuzz(rule_runner):
+def test_localai_engine_macro_declares_levels_cpptests_and_fuzz(rule_runner):
     macros = (Path(__file__).parent.parent / "macros.py").read_text()
     rule_runner.write_files({
         "prelude.py": macros,
@@ -118,20 +163,36 @@ def test_localai_engine_macro_declares_variants_cpptests_and_fuzz(rule_runner):
     })
     rule_runner.set_options(["--build-file-prelude-globs=prelude.py"])
     get = lambda name: rule_runner.get_target(Address("engines/x", target_name=name))  # noqa: E731
-    for v in CPU_VARIANTS:
-        t = get(v)
-        assert (t[CpuVariantField].value, t[IncludeTestBinaryField].value, t[SanitizerCoverageField].value) == (v, False, False)
+    for level in CPU_LEVELS:
+        t = get(level)
+        assert (t[CpuLevelField].value, t[IncludeTestBinaryField].value, t[SanitizerCoverageField].value) == (
+            level, False, False)
     cpp = get("avx2-cpptests")
     assert cpp[IncludeTestBinaryField].value and cpp[TestBinaryField].value == "x_tests"
     fuzz = get("fuzz")
     assert fuzz[SanitizerCoverageField].value and fuzz[TestBinaryField].value is None
-    assert fuzz[CpuVariantField].value == "fallback"
+    assert fuzz[CpuLevelField].value == "fallback"
+
+
+def test_localai_engine_macro_builds_only_the_levels_asked_for(rule_runner):
+    macros = (Path(__file__).parent.parent / "macros.py").read_text()
+    rule_runner.write_files({
+        "prelude.py": macros,
+        "engines/x/CMakeLists.txt": "",
+        "engines/x/BUILD": 'localai_engine(library="libx.so", header="x.h", ggml_archive="3rdparty/native:ggml", '
+                           'cpu_levels=["avx2"], fuzz=False)',
+    })
+    rule_runner.set_options(["--build-file-prelude-globs=prelude.py"])
+    assert rule_runner.get_target(Address("engines/x", target_name="avx2"))[CpuLevelField].value == "avx2"
+    for absent in ("fallback", "avx512", "fuzz"):
+        with pytest.raises(ExecutionError, match=f"engines/x:{absent}"):
+            rule_runner.get_target(Address("engines/x", target_name=absent))
 
 
 UPSTREAM_BUILD = """
 native_engine(
     name="avx2",
-    cpu_variant="avx2",
+    cpu_level="avx2",
     ggml_archive="3rdparty/native:ggml",
     ggml_subdir="x.cpp/ggml",
     library="libx.so",
@@ -165,7 +226,7 @@ def test_third_party_engine_fields(rule_runner):
     ('exports=["x_*"]', "upstream_subdir"),
 ])
 def test_third_party_engine_needs_sources_and_exports(rule_runner, fields, needs):
-    rule_runner.write_files({"engines/x/BUILD": f'native_engine(name="avx2", cpu_variant="avx2", '
+    rule_runner.write_files({"engines/x/BUILD": f'native_engine(name="avx2", cpu_level="avx2", '
                                                 f'ggml_archive="a:b", library="libx.so", header="x.h", {fields})'})
     fs = NativeEngineFieldSet.create(rule_runner.get_target(Address("engines/x", target_name="avx2")))
     with pytest.raises(NativeBuildError, match=needs):
@@ -194,10 +255,10 @@ def test_driver_generates_a_project_exporting_only_the_given_globs(tmp_path):
 
 def test_driver_extra_cmake_options_cannot_override_fixed_ones():
     d = _driver()
-    assert d.extra_options(["B=1", "A=x=y"]) == {"A": "x=y", "B": "1"}
+    assert d.extra_options(["B=1", "A=x=y"], _level("avx2")) == {"A": "x=y", "B": "1"}
     for bad in ("GGML_AVX2=OFF", "GGML_NATIVE=ON", "CMAKE_C_FLAGS=-O0", "novalue"):
         with pytest.raises(SystemExit):
-            d.extra_options([bad])
+            d.extra_options([bad], _level("avx2"))
 
 
 def test_driver_extracts_a_subdirectory_below_the_archive_top(tmp_path):

@@ -2,14 +2,14 @@
 
   native_engine(
       name="avx2",
-      cpu_variant="avx2",                       # fallback | avx2 | avx512
+      cpu_level="avx2",                         # a level of backends/common/cpu_levels.json
       ggml_archive="3rdparty/native:llama-cpp-python-sdist",
       library="libminilm.so",
       header="include/minilm.h",
   )
 
 `pants package engines/minilm:avx2` writes dist/engines/minilm/avx2/{libminilm.so, minilm.h,
-metadata.json}. ggml is compiled by its own cached process per (archive, cpu variant), so
+build-record.json}. ggml is compiled by its own cached process per (archive, CPU level), so
 editing engine sources only re-runs the engine's CMake build.
 """
 from __future__ import annotations
@@ -26,18 +26,18 @@ from pants.engine.target import (
 )
 from pants.util.strutil import help_text
 
-CPU_VARIANTS = ("fallback", "avx2", "avx512")
+from localai.native.cpu_levels import CPU_LEVELS, TABLE_PATH
 
 
-class CpuVariantField(StringField):
-    alias = "cpu_variant"
+class CpuLevelField(StringField):
+    alias = "cpu_level"
     required = True
-    valid_choices = CPU_VARIANTS
+    valid_choices = CPU_LEVELS
     help = help_text(
-        """
-        x86-64 ISA level of this build. ggml's ISA options are always passed explicitly:
-        fallback = none (x86-64 baseline), avx2 = SSE4.2/AVX/AVX2/FMA/F16C/BMI2,
-        avx512 = avx2 + AVX512F.
+        f"""
+        The x86-64 CPU level of this build, a level of {TABLE_PATH}: the ggml ISA options it
+        compiles with (all passed explicitly, ON or OFF) and the CPU flags a machine needs to
+        load the library, recorded in build-record.json.
         """
     )
 
@@ -164,7 +164,7 @@ class NativeEngineTarget(Target):
     alias = "native_engine"
     core_fields = (
         *COMMON_TARGET_FIELDS,
-        CpuVariantField,
+        CpuLevelField,
         GgmlArchiveField,
         GgmlSubdirField,
         CMakeOptionsField,
@@ -183,7 +183,7 @@ class NativeEngineTarget(Target):
     )
     help = help_text(
         """
-        A native engine (C++ on ggml with a flat C ABI) built for one CPU variant with a
+        A native engine (C++ on ggml with a flat C ABI) built for one CPU level with a
         hermetic toolchain (zig cc, cmake, ninja from the `native-toolchain` resolve).
         """
     )
