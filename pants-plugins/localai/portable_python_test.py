@@ -73,6 +73,23 @@ def test_a_local_archive_is_unpacked_and_named_by_sha256() -> None:
     assert portable.materials()[0]["digest"] == {"sha256": record["archive_sha256"]}
 
 
+def test_an_http_source_archive_is_downloaded_checked_and_unpacked() -> None:
+    """The pinned target's path (http_source, hydrated as codegen), here from a file:// mirror."""
+    archive = _archive()
+    rule_runner = _runner("--localai-portable-python-archive=//py:cpython")
+    url = f"file://{rule_runner.build_root}/mirror/cpython.tar.gz"
+    rule_runner.write_files(
+        {
+            "mirror/cpython.tar.gz": archive,
+            "py/BUILD": f'file(name="cpython", source=http_source("{url}", len={len(archive)}, '
+            f'sha256="{hashlib.sha256(archive).hexdigest()}", filename="cpython-3.11.9+20240713-x86_64-unknown-linux-gnu-install_only.tar.gz"))',
+        }
+    )
+    record = rule_runner.request(PortablePython, [PortablePythonRequest("3.11")]).record()
+    assert record["url"] == url and record["version"] == "3.11.9"
+    assert record["archive_sha256"] == hashlib.sha256(archive).hexdigest()
+
+
 def test_an_unreachable_pinned_archive_names_the_option_and_the_fix() -> None:
     rule_runner = _runner("--localai-portable-python-archive=//py:cpython")
     rule_runner.write_files(
