@@ -57,7 +57,7 @@ def add_standin_python(repo: Path, workdir: Path) -> Path:
 def no_python_env(tmp: Path) -> dict[str, str]:
     """What LocalAI's container gives run.sh: no python on PATH, no pyenv. PATH is an empty folder."""
     empty = tmp / "bin-without-python"
-    empty.mkdir(exist_ok=True)
+    empty.mkdir(parents=True, exist_ok=True)
     return {"PATH": str(empty), "HOME": str(tmp), "PEX_ROOT": str(tmp / "pex-root"), "LANG": "C.UTF-8"}
 
 
