@@ -44,6 +44,7 @@ class BackendImageRequest:
     ref_name: str  # e.g. cpu-silero-vad
     annotations: tuple[tuple[str, str], ...]
     interpreter_constraints: InterpreterConstraints
+    own_layer_dirs: tuple[str, ...] = ()  # folders that get one layer each (python/: shared by every image)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ async def build_backend_image(request: BackendImageRequest) -> BackendImage:
     )
     argv = [python.path, SCRIPT, "folder", "out", f"--ref-name={request.ref_name}"]
     argv += [f"--annotation={k}={v}" for k, v in request.annotations]
+    argv += [f"--own-layer-dir={d}" for d in request.own_layer_dirs]
     result = await Get(
         ProcessResult,
         Process(

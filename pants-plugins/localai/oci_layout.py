@@ -12,9 +12,9 @@ Bit-identical for the same folder: tar entries sorted, mtime fixed, uid/gid 0, n
 names, modes normalised (0755 for executables and directories, 0644 otherwise), gzip with mtime
 0 and no file name; a layer of already-compressed data (the zipapp PEX) is stored as plain tar
 (OCI media type ...layer.v1.tar), since gzip would cost seconds and save nothing. Layers: every file at or above `--own-layer-bytes` gets a layer of its own
-(the PEX, a bundled interpreter), so two images that carry the same bytes share that layer's
-digest and a registry stores it once; the small files (run.sh, records, SBOM, provenance) share
-the last layer.
+(the PEX), and each `--own-layer-dir` (python/, the portable interpreter) is one layer, so two
+images that carry the same bytes share that layer's digest and a registry stores it once; the
+small files (run.sh, records, SBOM, provenance) share the last layer.
 
 It runs inside the Pants sandbox as a process (`python oci_layout.py <folder> <out> ...`, see
 image.py), so the engine caches its output like any other build step.
@@ -93,15 +93,21 @@ def _tarinfo(name: str, path: Path) -> tarfile.TarInfo:
     return info
 
 
-def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES) -> list[list[str]]:
-    """Relative paths per layer: each big file alone (sorted by path), then the rest together."""
+def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = ()) -> list[list[str]]:
+    """Relative paths per layer: each of `own_layer_dirs` whole (e.g. python/, the portable
+    interpreter, identical in every image), then each other big file alone (sorted by path),
+    then the rest together."""
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink())
     for f in files:
         if (folder / f).is_symlink():
             raise ValueError(f"{folder / f}: symlinks are not supported in a backend image (copy the file)")
-    big = [f for f in files if (folder / f).stat().st_size >= own_layer_bytes]
-    small = [f for f in files if f not in big]
-    return [[f] for f in big] + ([small] if small else [])
+    dirs = [[f for f in files if f.startswith(d.rstrip("/") + "/")] for d in own_layer_dirs]
+    dirs = [group for group in dirs if group]
+    in_dirs = {f for group in dirs for f in group}
+    rest = [f for f in files if f not in in_dirs]
+    big = [f for f in rest if (folder / f).stat().st_size >= own_layer_bytes]
+    small = [f for f in rest if f not in big]
+    return dirs + [[f] for f in big] + ([small] if small else [])
 
 
 def _parents(paths: list[str]) -> list[str]:
@@ -177,7 +183,13 @@ def _json_blob(blobs: Path, media_type: str, obj: dict) -> Blob:
 
 
 def write_layout(
-    folder: Path, out: Path, *, ref_name: str, annotations: dict[str, str], own_layer_bytes: int = OWN_LAYER_BYTES
+    folder: Path,
+    out: Path,
+    *,
+    ref_name: str,
+    annotations: dict[str, str],
+    own_layer_bytes: int = OWN_LAYER_BYTES,
+    own_layer_dirs: tuple[str, ...] = (),
 ) -> Image:
     """The OCI image layout of `folder` in `out` (created empty)."""
     if not (folder / "run.sh").is_file() or not (folder / "run.sh").stat().st_mode & 0o111:
@@ -185,11 +197,13 @@ def write_layout(
     blobs = out / "blobs" / "sha256"
     blobs.mkdir(parents=True)
     layers, diff_ids, history = [], [], []
-    for group in layer_groups(folder, own_layer_bytes):
+    for group in layer_groups(folder, own_layer_bytes, own_layer_dirs):
         blob, diff_id = write_layer(folder, group, blobs)
         layers.append(blob)
         diff_ids.append(diff_id)
-        history.append({"created_by": "localai-build: " + (group[0] if len(group) == 1 else "small files")})
+        own_dir = next((d for d in own_layer_dirs if group[0].startswith(d.rstrip("/") + "/")), None)
+        what = f"{own_dir.rstrip('/')}/" if own_dir else group[0] if len(group) == 1 else "small files"
+        history.append({"created_by": "localai-build: " + what})
     config = _json_blob(
         blobs,
         MEDIA_CONFIG,
@@ -262,12 +276,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ref-name", required=True, help="org.opencontainers.image.ref.name, e.g. cpu-silero-vad")
     parser.add_argument("--annotation", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--own-layer-bytes", type=int, default=OWN_LAYER_BYTES)
+    parser.add_argument("--own-layer-dir", action="append", default=[], help="a folder that gets one layer (repeatable)")
     args = parser.parse_args(argv)
     annotations = dict(a.split("=", 1) for a in args.annotation)
     layout = args.out / "layout"
     if layout.exists():
         shutil.rmtree(layout)
-    image = write_layout(args.folder, layout, ref_name=args.ref_name, annotations=annotations, own_layer_bytes=args.own_layer_bytes)
+    image = write_layout(
+        args.folder,
+        layout,
+        ref_name=args.ref_name,
+        annotations=annotations,
+        own_layer_bytes=args.own_layer_bytes,
+        own_layer_dirs=tuple(args.own_layer_dir),
+    )
     write_tarball(layout, args.out / "image.oci.tar")
     summary = {
         "manifest_digest": image.manifest.digest,

@@ -100,3 +100,27 @@ def test_a_folder_without_an_executable_run_sh_is_refused(tmp_path: Path) -> Non
     (folder / "run.sh").chmod(0o644)
     with pytest.raises(ValueError, match="no executable run.sh"):
         write_layout(folder, tmp_path / "out", ref_name="x", annotations={})
+
+
+def test_an_own_layer_dir_is_one_layer_shared_by_images_that_carry_it(tmp_path: Path) -> None:
+    """python/ (the portable interpreter) is one layer, first, with the same digest in two images
+    whose other files differ; its big files do not get layers of their own."""
+    images = []
+    for name, small in (("a", "one"), ("b", "two")):
+        folder = _folder(tmp_path / name, small=small, big=small.encode() * 2048)
+        (folder / "python/bin").mkdir(parents=True)
+        (folder / "python/bin/python3.11").write_bytes(b"\x7fELF" + b"x" * 4096)  # over --own-layer-bytes
+        (folder / "python/bin/python3.11").chmod(0o755)
+        (folder / "python/lib/python3.11").mkdir(parents=True)
+        (folder / "python/lib/python3.11/os.py").write_text("# os\n")
+        out = tmp_path / f"{name}-out"
+        assert main([str(folder), str(out), "--ref-name=x", "--own-layer-bytes=1024", "--own-layer-dir=python"]) == 0
+        images.append(json.loads((out / "image.json").read_text()))
+        layer = (out / "layout/blobs/sha256" / images[-1]["layers"][0]["digest"].split(":")[1]).read_bytes()
+        with tarfile.open(fileobj=io.BytesIO(gzip.decompress(layer))) as tar:
+            assert tar.getnames() == ["python", "python/bin", "python/lib", "python/lib/python3.11", "python/bin/python3.11", "python/lib/python3.11/os.py"]
+            assert tar.getmember("python/bin/python3.11").mode == 0o755
+    a, b = images
+    assert len(a["layers"]) == 3  # python/, backend.pex, the small files
+    assert a["layers"][0] == b["layers"][0]
+    assert a["layers"][1] != b["layers"][1] and a["manifest_digest"] != b["manifest_digest"]

@@ -3,6 +3,8 @@
 Output, under dist/backends/<name>/<accel>/ (the folder LocalAI loads):
   backend.pex              starts the gRPC server: backend.pex --addr host:port
   run.sh                   what LocalAI executes; passes its arguments to the PEX
+  python/                  the portable CPython run.sh starts the PEX with, when
+                           [localai-portable-python].archive is set (portable_python.py)
   build-record.json        name, accelerator, capabilities, version, lockfile and artifact sha256
                            (not metadata.json: LocalAI writes its own file of that name into
                            every installed backend folder)
@@ -56,6 +58,8 @@ from pants.backend.python.util_rules.pex_cli import PexCli
 from pants.version import VERSION as PANTS_VERSION
 
 from localai.image import BackendImage, BackendImageRequest
+from localai.portable_python import DIR as PORTABLE_PYTHON_DIR
+from localai.portable_python import PortablePython, PortablePythonRequest, python_version_of
 from localai.proto import CompiledProto, CompileProtoRequest
 from localai.provenance import PROVENANCE_NAME, provenance_statement
 from localai.sbom import SBOM_NAME, cyclonedx_sbom, engine_components
@@ -216,7 +220,12 @@ async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSou
 
 
 def build_record_json(
-    variant: Variant, version: str, lockfile: Lockfile, pex_entry: FileEntry, pin_policy: tuple[str, ...] = ()
+    variant: Variant,
+    version: str,
+    lockfile: Lockfile,
+    pex_entry: FileEntry,
+    pin_policy: tuple[str, ...] = (),
+    interpreter: dict | None = None,
 ) -> bytes:
     return (
         json.dumps(
@@ -235,6 +244,8 @@ def build_record_json(
                 "provenance": PROVENANCE_NAME,
                 # Imported LocalAI folders: pins the accelerator's policy replaced (localai_layout.py).
                 **({"pin_policy": list(pin_policy)} if pin_policy else {}),
+                # The portable CPython in python/ (portable_python.py); absent: the host's python.
+                **({"interpreter": interpreter} if interpreter else {}),
             },
             indent=2,
             sort_keys=True,
@@ -265,6 +276,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
             "build compiles backend.proto with it, from the same lock as grpcio/protobuf)."
         )
     ics = InterpreterConstraints([variant.accelerator.python])
+    portable = await Get(PortablePython, PortablePythonRequest(python_version_of(variant.accelerator.python)))
     if localai_layout:
         folder_sources = await Get(
             localai_package.LocalAIFolderSources, localai_package.LocalAIFolderSourcesRequest(variant, ics)
@@ -298,7 +310,9 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
     size = pex_entry.file_digest.serialized_bytes_length
     pex_sha = pex_entry.file_digest.fingerprint
     version = field_set.version.value
-    record = build_record_json(variant, version, lockfile, pex_entry, layered.replacements)
+    record = build_record_json(
+        variant, version, lockfile, pex_entry, layered.replacements, portable.record() if portable.enabled else None
+    )
     sbom = cyclonedx_sbom(
         name=variant.backend,
         version=version,
@@ -307,9 +321,9 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
         lockfile=lockfile.path,
         lockfile_sha256=lockfile.sha256,
         requirements=lockfile.requirements(),
-        extra_components=tuple(json.loads(c) for c in sources.sbom_components),
+        extra_components=(*(json.loads(c) for c in sources.sbom_components), *portable.sbom_components()),
     )
-    run_sh = RUN_SH.encode()
+    run_sh = portable.run_sh(RUN_SH).encode()
     provenance = provenance_statement(
         target=str(variant.address),
         subjects={
@@ -325,6 +339,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
         pex_sha256=pex_tool_sha256(pex_cli),
         python=variant.accelerator.python,
         pants_version=str(PANTS_VERSION),
+        extra_materials=portable.materials(),
     )
     files = await Get(
         Digest,
@@ -338,7 +353,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
         ),
     )
     pex_at_root = await Get(Digest, RemovePrefix(pex.digest, prefix))
-    folder = await Get(Digest, MergeDigests([pex_at_root, files]))
+    folder = await Get(Digest, MergeDigests([pex_at_root, files, portable.digest]))
     entry = f"{variant.accelerator.name}-{variant.backend}"
     image = await Get(
         BackendImage,
@@ -355,6 +370,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
                 ("io.localai.lockfile.sha256", lockfile.sha256),
             ),
             ics,
+            own_layer_dirs=(PORTABLE_PYTHON_DIR,) if portable.enabled else (),
         ),
     )
     digest = await Get(Digest, MergeDigests([await Get(Digest, AddPrefix(folder, prefix)), image.digest]))

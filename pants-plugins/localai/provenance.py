@@ -2,8 +2,9 @@
 
 Subject: the files of the backend folder (backend.pex, run.sh, build record, SBOM) by sha256.
 resolvedDependencies: the lockfile, the Pants digest of the sources the PEX was built from, the
-pex tool and the interpreter constraint. The build reads no git state (hermeticity), so the
-statement inside the image names no commit; CI adds the commit when it publishes
+pex tool and, when the folder carries one (python/), the portable Python archive; the
+interpreter constraint is an internal parameter. The build reads no git state (hermeticity), so
+the statement inside the image names no commit; CI adds the commit when it publishes
 (docs/gallery.md, "Provenance"). No timestamps: the statement is as reproducible as the
 artifact it describes.
 """
@@ -28,6 +29,7 @@ def provenance_statement(
     pex_sha256: str,
     python: str,
     pants_version: str,
+    extra_materials: tuple[dict, ...] = (),
 ) -> bytes:
     """subjects: file name -> sha256."""
     statement = {
@@ -43,6 +45,7 @@ def provenance_statement(
                     {"uri": lockfile, "digest": {"sha256": lockfile_sha256}},
                     {"uri": f"pants-digest:sources/{target}", "digest": {"sha256": sources_digest}},
                     {"uri": f"pkg:pypi/pex@{pex_version.lstrip('v')}", "digest": {"sha256": pex_sha256}},
+                    *extra_materials,  # e.g. the portable Python archive (portable_python.py)
                 ],
             },
             "runDetails": {

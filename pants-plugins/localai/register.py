@@ -1,7 +1,7 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
 from localai import accelerators, audit, claims, lockfile, package, proto, requirements, status, variant
 from localai import bundle, ci_matrix, export, gallery, image, proto_diff, publish
-from localai import localai_import, localai_layout, localai_package, resolves
+from localai import localai_import, localai_layout, localai_package, portable_python, resolves
 from localai import target_types as localai_target_types
 
 
@@ -31,4 +31,5 @@ def rules():
         *localai_package.rules(),
         *localai_import.rules(),
         *resolves.rules(),
+        *portable_python.rules(),
     )

@@ -3,9 +3,15 @@ real registry started here (the CNCF distribution registry), `./pants localai-ga
 LocalAI's installer (localai_installer.py) resolves the gallery entry, pulls the image by digest,
 stages and swaps it, and the installed run.sh serves a real VAD call. Then the same offline from
 `./pants localai-bundle` (ocifile://) with the registry stopped. And skopeo, an independent
-OCI implementation, reads the image tarball."""
+OCI implementation, reads the image tarball.
+
+The image carries its own interpreter, as LocalAI's PORTABLE_PYTHON images do:
+`[localai-portable-python].archive` points at a relocatable CPython 3.11 assembled here from
+Debian's packages (portable_python_standin.py; the pinned python-build-standalone archive is on
+GitHub, unreachable here), and run.sh is started with no Python on PATH and no pyenv."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -19,27 +25,48 @@ import numpy as np
 import pytest
 
 from backends.proto import backend_pb2, backend_pb2_grpc
-from tests.integration.backend_process import free_port, pex_root
+from tests.integration.backend_process import free_port
 from tests.integration.localai_installer import install, resolve_entry
+from tests.integration.portable_python_standin import debian_cpython_archive
 from tests.integration.registry import RegistryServer, debian_tool
 from tests.integration.temp_repo import make_temp_repo, run_pants
 from tests.integration.test_remote_cache import SOURCES, TARGET
 from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice
 
 ENTRY = "cpu-silero-vad"
+PORTABLE = "--localai-portable-python-archive=//portable-python:cpython"
 
 
 def pants(repo: Path, *args: str) -> str:
-    result = run_pants(repo, *args, timeout=1800)
+    # Every goal packages with the same interpreter option, so publish pushes the image package built.
+    result = run_pants(repo, PORTABLE, *args, timeout=1800)
     assert result.returncode == 0, f"./pants {' '.join(args)}:\n{result.stdout[-4000:]}"
     return result.stdout
 
 
-def serve_and_detect(folder: Path) -> list:
-    """Start the installed run.sh as LocalAI does, Health, LoadModel, one VAD call."""
+def add_standin_python(repo: Path, workdir: Path) -> Path:
+    """The stand-in archive as a local `file` target of the clone, the way a user points the
+    option at a local copy of the pinned archive."""
+    archive = debian_cpython_archive(workdir)
+    (repo / "portable-python").mkdir()
+    shutil.copy(archive, repo / "portable-python" / archive.name)
+    (repo / "portable-python/BUILD").write_text(f'file(name="cpython", source="{archive.name}")\n')
+    return archive
+
+
+def no_python_env(tmp: Path) -> dict[str, str]:
+    """What LocalAI's container gives run.sh: no python on PATH, no pyenv. PATH is an empty folder."""
+    empty = tmp / "bin-without-python"
+    empty.mkdir(parents=True, exist_ok=True)
+    return {"PATH": str(empty), "HOME": str(tmp), "PEX_ROOT": str(tmp / "pex-root"), "LANG": "C.UTF-8"}
+
+
+def serve_and_detect(folder: Path, env: dict[str, str]) -> list:
+    """Start the installed run.sh as LocalAI does, Health, LoadModel, one VAD call; the server
+    process must be the folder's own interpreter."""
     addr = f"127.0.0.1:{free_port()}"
     log = folder.parent / f"{folder.name}.log"
-    env = {**os.environ, "PEX_ROOT": str(pex_root())}
+    assert not any(k.startswith("PYENV") for k in env) and shutil.which("python3", path=env["PATH"]) is None
     proc = subprocess.Popen([str(folder / "run.sh"), "--addr", addr], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     channel = grpc.insecure_channel(addr)
     stub = backend_pb2_grpc.BackendStub(channel)
@@ -53,6 +80,9 @@ def serve_and_detect(folder: Path) -> list:
             except grpc.RpcError:
                 assert time.monotonic() < deadline, log.read_text()[-4000:]
                 time.sleep(0.3)
+        # run.sh exec'd the interpreter in the folder (pex may re-exec into its venv, whose
+        # python is a link to the same file).
+        assert os.path.realpath(f"/proc/{proc.pid}/exe") == str((folder / "python/bin/python3.11").resolve())
         assert stub.LoadModel(backend_pb2.ModelOptions(), timeout=120).success
         silence = np.zeros(SAMPLE_RATE, np.float32)
         audio = np.concatenate([silence, synthetic_voice(3.0), silence])
@@ -76,9 +106,17 @@ def registry(tmp_path_factory):
 
 def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_path: Path) -> None:
     repo = make_temp_repo(tmp_path / "clone", SOURCES)
+    archive = add_standin_python(repo, tmp_path / "standin")
     pants(repo, "package", TARGET)
     image = json.loads((repo / "dist/images/silero-vad/cpu/image.json").read_text())
     digest = image["manifest_digest"]
+    record = json.loads((repo / "dist/backends/silero-vad/cpu/build-record.json").read_text())
+    archive_sha = hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert record["interpreter"]["archive_sha256"] == archive_sha
+    assert record["interpreter"]["executable"] == "python/bin/python3.11"
+    assert archive_sha in (repo / "dist/backends/silero-vad/cpu/sbom.cdx.json").read_text()
+    assert archive_sha in (repo / "dist/backends/silero-vad/cpu/provenance.intoto.json").read_text()
+    assert len(image["layers"]) == 3  # python/, backend.pex, the small files
 
     opts = (f"--localai-oci-registry={registry.host}", "--localai-oci-repository=localai/backends")
     out = pants(repo, *opts, "publish", TARGET)
@@ -108,7 +146,9 @@ def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_pat
     assert json.loads((folder / "build-record.json").read_text())["name"] == "silero-vad"  # ours, untouched
     for name in ("sbom.cdx.json", "provenance.intoto.json"):
         assert (folder / name).read_bytes() == (repo / "dist/backends/silero-vad/cpu" / name).read_bytes()
-    assert serve_and_detect(folder), "no speech found by the installed backend"
+    assert (folder / "python/bin/python3.11").is_file()
+    env = no_python_env(tmp_path / "localai-home")
+    assert serve_and_detect(folder, env), "no speech found by the installed backend"
 
     # Offline: the bundle, moved to where the air-gapped machine keeps it, registry gone.
     airgap = tmp_path / "airgap/bundle"
@@ -120,7 +160,7 @@ def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_pat
     assert offline["uri"] == f"ocifile://{airgap}/images/{ENTRY}.oci.tar"
     folder2 = install(offline, tmp_path / "airgapped-localai/backends")
     assert (folder2 / "backend.pex").read_bytes() == (folder / "backend.pex").read_bytes()
-    assert serve_and_detect(folder2), "no speech found by the backend installed from the bundle"
+    assert serve_and_detect(folder2, env), "no speech found by the backend installed from the bundle"
 
 
 def test_image_tarball_is_read_by_an_independent_implementation(tmp_path: Path) -> None:

@@ -1,19 +1,36 @@
 """Reproducibility and hermeticity: two clean builds, in different directories, by different
 HOMEs and umasks, one of them with a poisoned pip configuration, give byte-identical artifacts
 (the backend folder, its SBOM and provenance, and its OCI image: same manifest digest, same
-tarball); then a warm rebuild with no reachable package index still succeeds."""
+tarball); then a warm rebuild with no reachable package index still succeeds. Both builds carry a
+portable CPython (python/, unpacked from the same archive: the Debian stand-in of
+portable_python_standin.py), as the images CI publishes do."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
+from tests.integration.portable_python_standin import debian_cpython_archive
 from tests.integration.temp_repo import make_temp_repo, run_pants
 from tests.integration.test_remote_cache import SOURCES, TARGET
 
 OUT = "dist/backends/silero-vad/cpu"
 IMAGE = "dist/images/silero-vad/cpu"
 FOLDER_FILES = ("backend.pex", "run.sh", "build-record.json", "sbom.cdx.json", "provenance.intoto.json")
+PORTABLE = "--localai-portable-python-archive=//portable-python:cpython"
+
+
+def add_archive(repo: Path, archive: Path) -> None:
+    (repo / "portable-python").mkdir()
+    shutil.copy(archive, repo / "portable-python" / archive.name)
+    (repo / "portable-python/BUILD").write_text(f'file(name="cpython", source="{archive.name}")\n')
+
+
+def tree(folder: Path) -> dict[str, tuple[bytes, bool]]:
+    return {
+        p.relative_to(folder).as_posix(): (p.read_bytes(), os.access(p, os.X_OK)) for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def poisoned_pip(tmp_path: Path) -> dict[str, str]:
@@ -39,6 +56,7 @@ def build(repo: Path, cache: Path, env: dict[str, str], umask: int, *extra: str)
             repo,
             f"--local-store-dir={cache}/store",
             f"--named-caches-dir={cache}/named",
+            PORTABLE,
             *extra,
             "package",
             TARGET,
@@ -52,6 +70,9 @@ def build(repo: Path, cache: Path, env: dict[str, str], umask: int, *extra: str)
 def test_two_clean_builds_are_identical_and_ignore_host_pip_config(tmp_path: Path) -> None:
     a = make_temp_repo(tmp_path / "a", SOURCES)
     b = make_temp_repo(tmp_path / "some/other/place/b", SOURCES)
+    archive = debian_cpython_archive(tmp_path / "standin")
+    add_archive(a, archive)
+    add_archive(b, archive)
     home_b = tmp_path / "home-b"
     # The second user has its own HOME (so its own bootstrap, fed from the first's wheelhouse
     # as a mirror), umask 077 and a poisoned pip configuration.
@@ -70,6 +91,8 @@ def test_two_clean_builds_are_identical_and_ignore_host_pip_config(tmp_path: Pat
     for name in FOLDER_FILES:
         assert (a / OUT / name).read_bytes() == (b / OUT / name).read_bytes(), name
     assert not (a / OUT / "metadata.json").exists()  # LocalAI writes its own file of that name
+    python_a = tree(a / OUT / "python")
+    assert "bin/python3.11" in python_a and python_a == tree(b / OUT / "python")
     image_a = json.loads((a / IMAGE / "image.json").read_text())
     assert image_a == json.loads((b / IMAGE / "image.json").read_text())
     assert (a / IMAGE / "image.oci.tar").read_bytes() == (b / IMAGE / "image.oci.tar").read_bytes()
