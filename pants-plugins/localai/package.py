@@ -43,8 +43,6 @@ from pants.engine.addresses import Address, UnparsedAddressInputs
 from pants.engine.target import (
     Dependencies,
     DependenciesRequest,
-    FieldSetsPerTarget,
-    FieldSetsPerTargetRequest,
     Targets,
     TransitiveTargets,
     TransitiveTargetsRequest,
@@ -151,15 +149,12 @@ async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtif
     direct = await Get(Targets, DependenciesRequest(wrapped.target[Dependencies]))
     # Native engines and converted models, by their field sets: no other packageable dependency
     # is carried into the PEX.
-    engine_sets, model_sets = await MultiGet(
-        Get(FieldSetsPerTarget, FieldSetsPerTargetRequest(NativeEngineFieldSet, direct)),
-        Get(FieldSetsPerTarget, FieldSetsPerTargetRequest(ConvertedModelFieldSet, direct)),
-    )
-    engines = engine_sets.field_sets
+    engines = [NativeEngineFieldSet.create(t) for t in direct if NativeEngineFieldSet.is_applicable(t)]
+    models = [ConvertedModelFieldSet.create(t) for t in direct if ConvertedModelFieldSet.is_applicable(t)]
     built = await MultiGet(
         [
             *(Get(BuiltPackage, NativeEngineFieldSet, fs) for fs in engines),
-            *(Get(BuiltPackage, ConvertedModelFieldSet, fs) for fs in model_sets.field_sets),
+            *(Get(BuiltPackage, ConvertedModelFieldSet, fs) for fs in models),
         ]
     )
     merged = await Get(Digest, MergeDigests(b.digest for b in built))

@@ -10,7 +10,8 @@ import zipfile
 from pathlib import Path
 
 # What a repository needs to run ./pants with the localai plugin (declared as `files` in BUILD).
-BUILD_SETUP = ("pants", "pants.toml", "pants-plugins", "3rdparty")
+# backends/common/cpu_levels.json: the CPU level table the native plugin reads when it loads.
+BUILD_SETUP = ("pants", "pants.toml", "pants-plugins", "3rdparty", "backends/common/cpu_levels.json")
 
 
 def make_temp_repo(dest: Path, extra: tuple[str, ...] = ()) -> Path:
@@ -22,6 +23,7 @@ def make_temp_repo(dest: Path, extra: tuple[str, ...] = ()) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for name in BUILD_SETUP:
         src = Path(name)
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("*_test.py", "__pycache__", "BUILD"))
         else:
