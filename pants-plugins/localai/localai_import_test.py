@@ -10,22 +10,10 @@ from localai.accelerators import AcceleratorMatrix
 from localai.localai_import import LocalAIImportGoal, import_entries, plan_import
 from localai.resolves import ResolveEntry
 from localai.localai_layout import LocalAIConventions
-from localai.testutil import make_rule_runner, repo_file
+from localai.testutil import PANTS_TOML, make_rule_runner, repo_file
 
 MATRIX = repo_file("3rdparty/accelerators.toml")
 ROOT = "backends/localai"
-PANTS_TOML = """[GLOBAL]
-pants_version = "2.17.1"
-
-[python.resolves]
-tests = "lockfiles/tests.lock"
-
-[python.resolves_to_constraints_file]
-tests = "3rdparty/accelerators/cpu.txt"
-
-[python-repos]
-indexes = []
-"""
 # A LocalAI-style folder: their file names, a CUDA-pulling CPU pin, their other files.
 RERANK = {
     "backend.py": "",

@@ -66,12 +66,8 @@ from localai import localai_package
 from localai.target_types import (
     LOCALAI_LAYOUT,
     AcceleratorField,
-    LayoutField,
     LocalAISourcesField,
-    NotLockableHereField,
     ProtoSourcesField,
-    SizeBudgetField,
-    VersionField,
 )
 from localai.lockfile import Lockfile, LockfileRequest, MaybeLockfile
 from localai.native.model_conversion import ConvertedModelFieldSet
@@ -93,13 +89,10 @@ exec "$dir/backend.pex" "$@"
 
 @dataclass(frozen=True)
 class BackendVariantFieldSet(PackageFieldSet):
+    # The variant's settings are read through variant.BackendVariant, their one reader.
     required_fields = (AcceleratorField,)
 
     accelerator: AcceleratorField
-    size_budget_mb: SizeBudgetField
-    version: VersionField
-    not_lockable_here: NotLockableHereField
-    layout: LayoutField
 
 
 @dataclass(frozen=True)
@@ -258,7 +251,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
     backend_variant = await Get(BackendVariant, BackendVariantRequest(field_set.address))
     variant, lockfile = backend_variant.variant, backend_variant.locked()
     layered = await Get(LayeredRequirements, RequirementsOfVariant(field_set.address, variant))
-    localai_layout = field_set.layout.value == LOCALAI_LAYOUT
+    localai_layout = backend_variant.layout == LOCALAI_LAYOUT
     if layered.unsatisfied:
         raise MissingLockfileError(
             f"{variant.address}: the {variant.accelerator.name} pin policy cannot satisfy this backend: "
@@ -304,7 +297,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
     pex_entry = next(e for e in entries if isinstance(e, FileEntry) and e.path.endswith("backend.pex"))
     size = pex_entry.file_digest.serialized_bytes_length
     pex_sha = pex_entry.file_digest.fingerprint
-    version = field_set.version.value
+    version = backend_variant.version
     record = build_record_json(
         variant, version, lockfile, pex_entry, layered.replacements, portable.record() if portable.enabled else None
     )

@@ -18,20 +18,8 @@ from localai.resolves import (
     ResolvesGoal,
     update_pants_toml,
 )
-from localai.testutil import backend_files, make_rule_runner
+from localai.testutil import PANTS_TOML, backend_files, make_rule_runner
 
-PANTS_TOML = """[GLOBAL]
-pants_version = "2.17.1"
-
-[python.resolves]
-tests = "lockfiles/tests.lock"
-
-[python.resolves_to_constraints_file]
-tests = "3rdparty/accelerators/cpu.txt"
-
-[python-repos]
-indexes = []
-"""
 CPU = ResolveEntry("demo-cpu", "lockfiles/demo-cpu.lock", "3rdparty/accelerators/cpu.txt", "backends/demo")
 CUDA = ResolveEntry("demo-cuda13", "lockfiles/demo-cuda13.lock", "3rdparty/accelerators/cuda13.txt", "backends/demo")
 

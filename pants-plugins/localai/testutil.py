@@ -43,6 +43,21 @@ def make_rule_runner(*query_rules, extra_target_types=()) -> RuleRunner:
     return runner
 
 
+# A pants.toml with the tables the generated resolve entries go into, for tests that write it.
+PANTS_TOML = """[GLOBAL]
+pants_version = "2.17.1"
+
+[python.resolves]
+tests = "lockfiles/tests.lock"
+
+[python.resolves_to_constraints_file]
+tests = "3rdparty/accelerators/cpu.txt"
+
+[python-repos]
+indexes = []
+"""
+
+
 # The shared runtime targets every backend's macro expansion depends on.
 SHARED_RUNTIME = {
     "backends/common/BUILD": 'localai_sources(name="common")\npython_sources(name="py")\n',
