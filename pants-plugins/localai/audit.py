@@ -28,10 +28,13 @@ from pants.core.util_rules.partitions import PartitionerType
 from pants.engine.fs import (
     CreateDigest,
     Digest,
+    DigestContents,
     DigestEntries,
+    DigestSubset,
     FileContent,
     FileEntry,
     MergeDigests,
+    PathGlobs,
 )
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
@@ -68,14 +71,6 @@ class AuditRequest(LintTargetsRequest):
     partitioner_type = PartitionerType.DEFAULT_ONE_PARTITION_PER_INPUT
 
 
-# Prints the distributions inside a PEX (its PEX-INFO), one per line.
-_PEX_DISTS = (
-    "import json,sys,zipfile\n"
-    "info = json.loads(zipfile.ZipFile(sys.argv[1]).read('PEX-INFO'))\n"
-    "print('\\n'.join(sorted(info['distributions'])))\n"
-)
-
-
 def project_of_wheel(filename: str) -> str:
     return filename.split("-", 1)[0].replace("_", "-").lower()
 
@@ -90,7 +85,7 @@ ELF_SCAN_SCRIPT = "__localai_elf_scan.py"
 
 @dataclass(frozen=True)
 class ElfScanRequest:
-    """Scan the zip archives (PEX zipapps, wheels) at ``paths`` in ``digest`` for ELF files."""
+    """Scan ``paths`` in ``digest`` (packed PEX directories, zipapps, wheels) for ELF files."""
 
     digest: Digest
     paths: tuple[str, ...]
@@ -182,11 +177,11 @@ def judge_size(pex_path: str, size_bytes: int, budget_mb: int) -> tuple[str, boo
 
 @dataclass(frozen=True)
 class BuiltArtifact:
-    """A built backend PEX (a zipapp at ``pex_path`` in ``digest``) to audit for ``accelerator``."""
+    """A built backend PEX (pex's packed layout: a directory at ``pex_path`` in ``digest``) to
+    audit for ``accelerator``."""
 
     digest: Digest
     pex_path: str
-    size_bytes: int
     accelerator: Accelerator
     budget_mb: int
 
@@ -194,19 +189,15 @@ class BuiltArtifact:
 @rule(desc="Audit a built backend artifact", level=LogLevel.DEBUG)
 async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
     accel = artifact.accelerator
-    python = await Get(PythonExecutable, InterpreterConstraints, InterpreterConstraints([accel.python]))
-    result = await Get(
-        FallibleProcessResult,
-        Process(
-            argv=(python.path, "-c", _PEX_DISTS, artifact.pex_path),
-            input_digest=artifact.digest,
-            description=f"List the distributions in {artifact.pex_path}",
-        ),
-    )
-    if result.exit_code != 0:
-        raise ValueError(f"cannot read PEX-INFO of {artifact.pex_path}: {result.stderr.decode()}")
-    dists = result.stdout.decode().split()
-    size_line, over_budget = judge_size(artifact.pex_path, artifact.size_bytes, artifact.budget_mb)
+    entries = await Get(DigestEntries, Digest, artifact.digest)
+    files = [e for e in entries if isinstance(e, FileEntry) and e.path.startswith(artifact.pex_path + "/")]
+    pex_info = next((e for e in files if e.path == f"{artifact.pex_path}/PEX-INFO"), None)
+    if pex_info is None:
+        raise ValueError(f"{artifact.pex_path}: no PEX-INFO, so not a packed PEX: the audit cannot list its wheels")
+    (info,) = await Get(DigestContents, DigestSubset(artifact.digest, PathGlobs([pex_info.path])))
+    dists = sorted(json.loads(info.content)["distributions"])
+    size = sum(e.file_digest.serialized_bytes_length for e in files)
+    size_line, over_budget = judge_size(artifact.pex_path, size, artifact.budget_mb)
     scan = await Get(ElfScan, ElfScanRequest(artifact.digest, (artifact.pex_path,), accel.python))
     return ArtifactAudit(
         forbidden=accel.forbidden_in((project_of_wheel(d), version_of_wheel(d)) for d in dists),
@@ -221,14 +212,8 @@ async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
 async def audit_artifact(field_set: BackendVariantFieldSet) -> ArtifactAudit:
     bv = await Get(BackendVariant, BackendVariantRequest(field_set.address))
     built = await Get(BuiltPackage, BackendVariantFieldSet, field_set)
-    entries = await Get(DigestEntries, Digest, built.digest)
-    pex = next(e for e in entries if isinstance(e, FileEntry) and e.path.endswith(".pex"))
-    return await Get(
-        ArtifactAudit,
-        BuiltArtifact(
-            built.digest, pex.path, pex.file_digest.serialized_bytes_length, bv.variant.accelerator, bv.size_budget_mb
-        ),
-    )
+    pex = next(a.relpath.rstrip("/") for a in built.artifacts if a.relpath and a.relpath.rstrip("/").endswith(".pex"))
+    return await Get(ArtifactAudit, BuiltArtifact(built.digest, pex, bv.variant.accelerator, bv.size_budget_mb))
 
 
 def artifact_report(target: str, accelerator: str, build_file: str, art: ArtifactAudit) -> tuple[list[str], bool]:

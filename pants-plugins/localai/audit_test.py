@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import json
 import os
 import zipfile
@@ -112,19 +113,22 @@ def pex_cli_options() -> list[str]:
     ]
 
 
-def pex_zipapp(path: Path, wheels: list[Path], padding: int = 0) -> Path:
-    """A zipapp laid out as pex lays out one: PEX-INFO, and each wheel's files installed under
-    .deps/<wheel file name>/ (copied from the real wheels, bytes unchanged)."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
-        out.writestr("PEX-INFO", json.dumps({"distributions": {w.name: "0" * 40 for w in wheels}}))
-        out.writestr("__main__.py", "")
-        for wheel in wheels:
-            with zipfile.ZipFile(wheel) as whl:
-                for info in whl.infolist():
-                    out.writestr(f".deps/{wheel.name}/{info.filename}", whl.read(info))
-        if padding:
-            out.writestr("localai_backend/weights.bin", os.urandom(padding), compress_type=zipfile.ZIP_STORED)
-    return path
+def packed_pex(wheels: list[Path], padding: int = 0, engine: bytes = b"") -> dict[str, bytes]:
+    """The files of a PEX in pex's packed layout (a directory): PEX-INFO, and each wheel as one
+    zip under .deps/<wheel file name> holding its installed files (copied from the real wheels,
+    bytes unchanged); `engine` is a loose ELF among the backend's own files."""
+    files = {"PEX-INFO": json.dumps({"distributions": {w.name: "0" * 40 for w in wheels}}).encode(), "__main__.py": b""}
+    for wheel in wheels:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(wheel) as whl, zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as out:
+            for info in whl.infolist():
+                out.writestr(info.filename, whl.read(info))
+        files[f".deps/{wheel.name}"] = buf.getvalue()
+    if padding:
+        files["localai_backend/weights.bin"] = os.urandom(padding)
+    if engine:
+        files["localai_backend/engines/demo/avx2/libdemo.so"] = engine
+    return files
 
 
 _RULE_RUNNER = []
@@ -139,13 +143,11 @@ def _artifact_rule_runner():
     return _RULE_RUNNER[0]
 
 
-def audit_built(tmp_path: Path, accel: str, wheels: list[Path], budget_mb: int = 600, padding: int = 0):
-    pex = pex_zipapp(tmp_path / "backend.pex", wheels, padding)
+def audit_built(tmp_path: Path, accel: str, wheels: list[Path], budget_mb: int = 600, padding: int = 0, engine: bytes = b""):
     rule_runner = _artifact_rule_runner()
-    digest = rule_runner.make_snapshot({"dist/backend.pex": pex.read_bytes()}).digest
-    art = rule_runner.request(
-        ArtifactAudit, [BuiltArtifact(digest, "dist/backend.pex", pex.stat().st_size, MATRIX[accel], budget_mb)]
-    )
+    files = packed_pex(wheels, padding, engine)
+    digest = rule_runner.make_snapshot({f"dist/backend.pex/{k}": v for k, v in files.items()}).digest
+    art = rule_runner.request(ArtifactAudit, [BuiltArtifact(digest, "dist/backend.pex", MATRIX[accel], budget_mb)])
     return art, artifact_report(f"backends/demo:{accel}", accel, "backends/demo/BUILD", art)
 
 
@@ -198,6 +200,15 @@ def test_clean_cpu_artifact_passes_and_counts_its_elf_files(tmp_path) -> None:
     assert art.elf_files == 1
     assert "backends/demo:cpu: 1 ELF files, none NEEDs a GPU runtime the cpu accelerator does not allow" in lines
     assert lines[-1].startswith("backends/demo:cpu: dist/backend.pex: 0.")
+
+
+def test_loose_engine_library_in_the_packed_pex_is_scanned_as_the_backends_own_file(tmp_path) -> None:
+    with zipfile.ZipFile(CUDA_WHEEL) as whl:
+        cuda_elf = whl.read(next(n for n in whl.namelist() if n.endswith("libtorchaudio.abi3.so")))
+    art, (lines, failed) = audit_built(tmp_path, "cpu", [CLEAN_WHEEL], engine=cuda_elf)
+    assert failed and art.elf_files == 2
+    line = next(l for l in art.gpu_links if "libdemo.so" in l)
+    assert line.startswith("the backend's own files: localai_backend/engines/demo/avx2/libdemo.so NEEDs ")
 
 
 def test_artifact_over_its_size_budget_fails_saying_where_the_budget_is(tmp_path) -> None:

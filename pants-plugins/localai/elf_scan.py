@@ -1,9 +1,10 @@
-"""The shared libraries every ELF file in a PEX or wheel NEEDs (DT_NEEDED), standard library only.
+"""The shared libraries every ELF file in a PEX (packed directory or zipapp) or wheel NEEDs
+(DT_NEEDED), standard library only.
 
 Used two ways: imported by the plugin (and its tests), and run by the audit as a script inside
 a sandboxed Pants process, so its result is cached by the artifact's digest:
 
-    python elf_scan.py ARCHIVE...   ->  JSON on stdout: [{"archive", "dist", "file", "needed"}]
+    python elf_scan.py PATH...   ->  JSON on stdout: [{"archive", "dist", "file", "needed"}]
 
 ``dist`` is the wheel a file comes from: the ``.deps/<wheel>/`` folder of a PEX, or the wheel
 file itself; "" for files of the PEX's own sources. ``file`` is its path inside that wheel. PyPI's torchaudio 2.11 wheel declares no
@@ -123,20 +124,42 @@ def scan_archive(path: str) -> list[dict]:
             with zf.open(info) as fh:
                 if fh.read(4) != ELF_MAGIC:
                     continue
-            data = zf.read(info)
-            try:
-                needed = needed_libraries(data)
-            except (NotAnElf, struct.error) as exc:
-                needed = [f"<unreadable ELF: {exc}>"]
             dist, inner = _dist_of(path, info.filename)
-            found.append({"archive": path, "dist": dist, "file": inner, "needed": needed})
+            found.append(_elf_entry(path, dist, inner, zf.read(info)))
+    return found
+
+
+def _elf_entry(archive: str, dist: str, file: str, data: bytes) -> dict:
+    try:
+        needed = needed_libraries(data)
+    except (NotAnElf, struct.error) as exc:
+        needed = [f"<unreadable ELF: {exc}>"]
+    return {"archive": archive, "dist": dist, "file": file, "needed": needed}
+
+
+def scan_directory(path: str) -> list[dict]:
+    """Every ELF in a packed PEX (a directory): inside each zip (.deps/<wheel>, one per wheel;
+    .bootstrap) and each loose file (the backend's own sources, engine libraries)."""
+    found = []
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            if zipfile.is_zipfile(full):
+                found.extend(scan_archive(full))
+                continue
+            with open(full, "rb") as fh:
+                if os.path.getsize(full) < 52 or fh.read(4) != ELF_MAGIC:
+                    continue
+                fh.seek(0)
+                found.append(_elf_entry(path, "", os.path.relpath(full, path), fh.read()))
     return found
 
 
 def main(argv) -> int:
     report = []
     for path in argv:
-        report.extend(scan_archive(path))
+        report.extend(scan_directory(path) if os.path.isdir(path) else scan_archive(path))
     json.dump(report, sys.stdout, indent=0, sort_keys=True)
     return 0
 

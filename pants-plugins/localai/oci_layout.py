@@ -10,11 +10,13 @@ the artifact, its records). This module writes such an image twice over:
 
 Bit-identical for the same folder: tar entries sorted, mtime fixed, uid/gid 0, no user or group
 names, modes normalised (0755 for executables and directories, 0644 otherwise), gzip with mtime
-0 and no file name; a layer of already-compressed data (the zipapp PEX) is stored as plain tar
-(OCI media type ...layer.v1.tar), since gzip would cost seconds and save nothing. Layers: every file at or above `--own-layer-bytes` gets a layer of its own
-(the PEX), and each `--own-layer-dir` (python/, the portable interpreter) is one layer, so two
+0 and no file name; a layer of already-compressed data (a wheel's zip in the packed PEX) is
+stored as plain tar (OCI media type ...layer.v1.tar), since gzip would cost seconds and save
+nothing. Layers: every file at or above `--own-layer-bytes` gets a layer of its own (each wheel
+of the packed PEX, backend.pex/.deps/<wheel>: torch is the same layer in every image that
+carries it), and each `--own-layer-dir` (python/, the portable interpreter) is one layer, so two
 images that carry the same bytes share that layer's digest and a registry stores it once; the
-small files (run.sh, records, SBOM, provenance) share the last layer.
+small files (run.sh, records, SBOM, provenance, the backend's sources) share the last layer.
 
 It runs inside the Pants sandbox as a process (`python oci_layout.py <folder> <out> ...`, see
 image.py), so the engine caches its output like any other build step.
@@ -38,12 +40,12 @@ MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
 MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
 MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 MEDIA_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
-# A layer whose files do not shrink by this fraction under gzip (a zipapp PEX, wheels) is stored
+# A layer whose files do not shrink by this fraction under gzip (a wheel's zip) is stored
 # uncompressed: gzip would spend ~17 s per 270 MB to save 0.1%.
 MIN_GZIP_SAVING = 0.05
 SAMPLE_BYTES = 1 << 20
 MTIME = 0  # no build time in any byte; SOURCE_DATE_EPOCH is not needed
-OWN_LAYER_BYTES = 16 * 1024 * 1024
+OWN_LAYER_BYTES = 1024 * 1024  # every wheel of 1 MiB or more: sharing below that saves little
 GZIP_LEVEL = 6
 
 

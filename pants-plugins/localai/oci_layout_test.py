@@ -124,3 +124,24 @@ def test_an_own_layer_dir_is_one_layer_shared_by_images_that_carry_it(tmp_path: 
     assert len(a["layers"]) == 3  # python/, backend.pex, the small files
     assert a["layers"][0] == b["layers"][0]
     assert a["layers"][1] != b["layers"][1] and a["manifest_digest"] != b["manifest_digest"]
+
+
+def test_a_wheel_of_a_packed_pex_is_the_same_layer_in_every_image_that_carries_it(tmp_path: Path) -> None:
+    """backend.pex/.deps/<wheel> at or above the default --own-layer-bytes (1 MiB) is a layer of
+    its own: two backends carrying the same torch share its digest, so a registry stores it once."""
+    wheel = b"".join(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(40_000))  # 1.2 MiB of noise
+    images = []
+    for name in ("a", "b"):
+        folder = _folder(tmp_path / name, small=name)
+        (folder / "backend.pex").unlink()
+        (folder / "backend.pex/.deps").mkdir(parents=True)
+        (folder / "backend.pex/.deps/torch-2.13.0-cp311-none-linux_x86_64.whl").write_bytes(wheel)
+        (folder / f"backend.pex/{name}.py").write_text(name)
+        out = tmp_path / f"{name}-out"
+        assert main([str(folder), str(out), "--ref-name=x"]) == 0
+        images.append(json.loads((out / "image.json").read_text()))
+    a, b = images
+    assert len(a["layers"]) == 2 and a["layers"][0] == b["layers"][0]  # the wheel, then the rest
+    manifest, _ = read_layout(tmp_path / "a-out/layout")
+    assert manifest["layers"][0]["mediaType"] == "application/vnd.oci.image.layer.v1.tar"  # noise: gzip saves nothing
+    assert a["layers"][1] != b["layers"][1]

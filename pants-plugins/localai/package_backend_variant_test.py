@@ -122,10 +122,12 @@ def built(rule_runner) -> tuple[RuleRunner, BuiltPackage]:
 def test_packaging_writes_the_folder_localai_loads_and_its_image(built) -> None:
     rule_runner, result = built
     artifacts = [a.relpath for a in result.artifacts]
-    assert artifacts == [f"{FOLDER}/{n}" for n in ("backend.pex", "run.sh", BUILD_RECORD, "sbom.cdx.json",
+    assert artifacts == [f"{FOLDER}/{n}" for n in ("backend.pex/", "run.sh", BUILD_RECORD, "sbom.cdx.json",
                                                     "provenance.intoto.json")] + ["images/tiny/cpu/"]
     entries = {e.path: e for e in rule_runner.request(DigestEntries, [result.digest]) if isinstance(e, FileEntry)}
-    assert entries[f"{FOLDER}/run.sh"].is_executable and entries[f"{FOLDER}/backend.pex"].is_executable
+    # pex's packed layout: a directory whose __main__.py is what run.sh executes.
+    assert entries[f"{FOLDER}/run.sh"].is_executable and entries[f"{FOLDER}/backend.pex/__main__.py"].is_executable
+    assert any(p.startswith(f"{FOLDER}/backend.pex/.deps/grpcio-1.85.3-") for p in entries)
     assert "metadata.json" not in {Path(p).name for p in entries}  # LocalAI writes its own
     assert "images/tiny/cpu/image.json" in entries
 
@@ -133,7 +135,12 @@ def test_packaging_writes_the_folder_localai_loads_and_its_image(built) -> None:
 def test_build_record_names_variant_lockfile_and_artifact(built) -> None:
     rule_runner, _ = built
     dist = Path(rule_runner.build_root, "dist", FOLDER)
-    pex = (dist / "backend.pex").read_bytes()
+    # The tree sha256 by the coreutils recipe the build record documents (package.PexTree).
+    listing = subprocess.run(
+        "find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum",
+        shell=True, cwd=dist / "backend.pex", capture_output=True, text=True, check=True,
+    ).stdout.split()[0]
+    size = sum(f.stat().st_size for f in (dist / "backend.pex").rglob("*") if f.is_file())
     record = json.loads((dist / BUILD_RECORD).read_text())
     assert record == {
         "name": "tiny",
@@ -144,8 +151,8 @@ def test_build_record_names_variant_lockfile_and_artifact(built) -> None:
         "lockfile": "lockfiles/tiny-cpu.lock",
         "lockfile_sha256": hashlib.sha256(LOCK.encode()).hexdigest(),
         "artifact": "backend.pex",
-        "artifact_sha256": hashlib.sha256(pex).hexdigest(),
-        "artifact_size": len(pex),
+        "artifact_sha256": listing,
+        "artifact_size": size,
         "sbom": "sbom.cdx.json",
         "provenance": "provenance.intoto.json",
     }

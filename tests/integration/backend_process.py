@@ -93,7 +93,19 @@ def pex_root() -> Path:
 
 
 def pex_distributions(pex: Path) -> list[str]:
+    """The wheels of a packed PEX (backend.pex/ is a directory: PEX-INFO, .deps/<wheel>)."""
     import json
-    import zipfile
 
-    return sorted(json.loads(zipfile.ZipFile(pex).read("PEX-INFO"))["distributions"])
+    return sorted(json.loads((pex / "PEX-INFO").read_text())["distributions"])
+
+
+def pex_files(pex: Path) -> set[str]:
+    """The loose files of a packed PEX: the backend's own sources and package data."""
+    return {p.relative_to(pex).as_posix() for p in pex.rglob("*") if p.is_file() and ".deps" not in p.parts}
+
+
+def tree_sha256(root: Path) -> dict[str, str]:
+    """{relative path: sha256} of every file under `root`: two trees compare equal byte for byte."""
+    import hashlib
+
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}

@@ -7,14 +7,13 @@ with run.sh as LocalAI starts it and called over gRPC with the real all-MiniLM-L
 from __future__ import annotations
 
 import json
-import zipfile
 
 import grpc
 import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_files
 from tests.integration.rpc_checks import Code, expect_code
 from tests.integration.tiny_models import minilm_dir
 
@@ -74,7 +73,7 @@ def test_the_common_grpc_auth_helper_is_packaged_and_enforces_the_token() -> Non
 
 
 def test_pex_lays_out_the_folder_as_localai_backend_py_expects() -> None:
-    names = set(zipfile.ZipFile(dist_path(BACKEND, "cpu", "backend.pex")).namelist())
+    names = pex_files(dist_path(BACKEND, "cpu", "backend.pex"))
     for path in ("localai_backend/backend.py", "common/grpc_auth.py", "backend_pb2.py", "backend_pb2_grpc.py"):
         assert path in names, path
     assert "localai_backend/test.py" not in names

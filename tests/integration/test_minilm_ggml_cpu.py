@@ -9,7 +9,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from engines.minilm.convert import convert, default_model_dir
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_files
 from tests.integration.tiny_models import minilm_dir
 
 TEXTS = ["A man is eating food.", "Ünïcödé ünd 日本語のテキスト 🙂", "x" * 3000, "short"]
@@ -49,10 +49,8 @@ def cos(a, b) -> float:
 
 
 def test_pex_carries_the_engine_and_no_torch() -> None:
-    import zipfile
-
     pex = dist_path("minilm-ggml", "cpu", "backend.pex")
-    names = zipfile.ZipFile(pex).namelist()
+    names = pex_files(pex)
     for level in ("fallback", "avx2", "avx512"):
         assert any(n.endswith(f"localai_backend/engines/minilm/{level}/libminilm.so") for n in names), level
     assert not [d for d in pex_distributions(pex) if d.startswith(("torch", "nvidia"))]
