@@ -1,6 +1,6 @@
 """CPU artifact size and build time, side by side in one run (issue #2 benchmarks).
 
-Usage: python3 bench/package_vs_naive.py [backend]      (default: transformers)
+Usage: python3 bench/package_vs_naive.py [backend] [--no-naive]     (default: transformers)
 
 Measures, for backends/<backend>:cpu:
   1. cold `./pants package` (empty Pants store and named caches, no pantsd) vs
@@ -8,7 +8,7 @@ Measures, for backends/<backend>:cpu:
      and CPU time (user+sys of every child process), the latter less sensitive to machine load;
   2. a second `./pants package` of the unchanged target with pantsd warm (the no-op), and one
      after a one-line change to the backend's own source (the edit loop; the file is restored);
-  3. the PEX size vs the sum of the wheels it holds (downloaded from the lock's URLs) vs the
+  3. the PEX size vs the sum of the wheels it holds (sizes read from the lock's URLs) vs the
      naive LocalAI-style install: the same requirement files into a venv with `uv pip install`,
      `torch==2.13.0` from PyPI, no CPU index (what several LocalAI requirements-cpu.txt do).
 Prints a Markdown table for docs/benchmarks.md. Needs network to PyPI; downloads ~3 GB for
@@ -81,7 +81,9 @@ def uv() -> str:
 
 
 def main() -> None:
-    backend = sys.argv[1] if len(sys.argv) > 1 else "transformers"
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    backend = args[0] if args else "transformers"
+    naive_install = "--no-naive" not in sys.argv  # --no-naive: skip the ~3 GB naive install (step 3's last row)
     target = f"backends/{backend}:cpu"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
     py311 = shutil.which("python3.11") or sys.executable
@@ -127,19 +129,20 @@ def main() -> None:
         else:
             with urllib.request.urlopen(url) as r:
                 wheels += int(r.headers["Content-Length"])
-    naive_reqs = work / "naive-cpu.txt"
-    naive_reqs.write_text((ROOT / f"backends/{backend}/requirements-cpu.txt").read_text().replace("+cpu", ""))
-    subprocess.run([uv_bin, "venv", "-q", "-p", py311, str(work / "naive-venv")], check=True, env=env)
-    naive_time = run([uv_bin, "pip", "install", "-q", "-p", str(work / "naive-venv/bin/python"),
-                      "-r", str(ROOT / f"backends/{backend}/requirements.txt"), "-r", str(naive_reqs)], env=env)
-    naive = du(work / "naive-venv")
-    cuda = sorted(p.name for p in (work / "naive-venv/lib/python3.11/site-packages").iterdir()
-                  if p.name.lower().startswith(("nvidia", "cuda", "triton")) and p.suffix == ".dist-info")
     size = du(pex)
     rows.append(("PEX (backends/%s:cpu)" % backend, f"{size / 1e6:.0f} MB", f"{len(dists)} distributions"))
     rows.append(("sum of the wheels it holds", f"{wheels / 1e6:.0f} MB", f"PEX overhead {100 * (size - wheels) / wheels:+.1f}%"))
-    rows.append(("naive venv (PyPI torch, no CPU index)", f"{naive / 1e6:.0f} MB",
-                 f"{naive / size:.1f}x the PEX; {len(cuda)} nvidia/cuda/triton packages; install {naive_time:.0f} s"))
+    if naive_install:
+        naive_reqs = work / "naive-cpu.txt"
+        naive_reqs.write_text((ROOT / f"backends/{backend}/requirements-cpu.txt").read_text().replace("+cpu", ""))
+        subprocess.run([uv_bin, "venv", "-q", "-p", py311, str(work / "naive-venv")], check=True, env=env)
+        naive_time = run([uv_bin, "pip", "install", "-q", "-p", str(work / "naive-venv/bin/python"),
+                          "-r", str(ROOT / f"backends/{backend}/requirements.txt"), "-r", str(naive_reqs)], env=env)
+        naive = du(work / "naive-venv")
+        cuda = sorted(p.name for p in (work / "naive-venv/lib/python3.11/site-packages").iterdir()
+                      if p.name.lower().startswith(("nvidia", "cuda", "triton")) and p.suffix == ".dist-info")
+        rows.append(("naive venv (PyPI torch, no CPU index)", f"{naive / 1e6:.0f} MB",
+                     f"{naive / size:.1f}x the PEX; {len(cuda)} nvidia/cuda/triton packages; install {naive_time:.0f} s"))
     print(f"| measure ({target}) | value | note |\n|---|---|---|")
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]} |")
