@@ -15,14 +15,13 @@ import json
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_root
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_files, pex_root
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice, write_wav
 from tests.integration.whisper_cpp_models import EOT, packaged_file, reference_greedy, tiny_whisper
@@ -61,7 +60,7 @@ def loaded(server, models):
 
 
 def test_pex_carries_every_cpu_level_and_the_vad_model_and_no_python_ml_stack(pex) -> None:
-    names = zipfile.ZipFile(pex).namelist()
+    names = pex_files(pex)
     for level in LEVELS:
         assert any(n.endswith(f"localai_backend/engines/whisper-cpp/{level}/libwhisper.so") for n in names), level
     assert [n for n in names if "localai_backend/engines/whisper-cpp/silero-vad/" in n and n.endswith(".bin")]
@@ -73,7 +72,7 @@ def test_pex_carries_every_cpu_level_and_the_vad_model_and_no_python_ml_stack(pe
 def test_library_exports_only_the_whisper_c_api(pex, tmp_path) -> None:
     from elftools.elf.elffile import ELFFile
 
-    lib = packaged_file(pex, "whisper-cpp/avx2/libwhisper.so", tmp_path / "libwhisper.so")
+    lib = packaged_file(pex, "whisper-cpp/avx2/libwhisper.so")
     with lib.open("rb") as f:
         dynsym = ELFFile(f).get_section_by_name(".dynsym")
         exported = {s.name for s in dynsym.iter_symbols() if s["st_shndx"] != "SHN_UNDEF" and s.name}
@@ -124,7 +123,7 @@ def test_greedy_tokens_match_transformers(pex, models, speech, tmp_path) -> None
 
     compared = 64
     hf, ggml = models
-    lib = Library(packaged_file(pex, "whisper-cpp/avx2/libwhisper.so", tmp_path / "libwhisper.so"))
+    lib = Library(packaged_file(pex, "whisper-cpp/avx2/libwhisper.so"))
     model = lib.load(str(ggml))
     model.transcribe(speech, language="en", no_timestamps=True, no_fallback=True, n_threads=2)
     ours = [t for seg in model.token_ids() for t in seg if t < EOT]
@@ -212,8 +211,8 @@ def test_vad_probabilities_match_onnxruntime(pex, speech, tmp_path) -> None:
     segments agree within 40 ms (next test)."""
     from backends.whisper.binding import Library
 
-    lib = Library(packaged_file(pex, "whisper-cpp/avx2/libwhisper.so", tmp_path / "libwhisper.so"))
-    vad = lib.load_vad(str(packaged_file(pex, ".bin", tmp_path / "silero-vad-ggml.bin")))
+    lib = Library(packaged_file(pex, "whisper-cpp/avx2/libwhisper.so"))
+    vad = lib.load_vad(str(packaged_file(pex, ".bin")))
     cases = vad_cases(speech)
     refs = onnxruntime_probabilities(list(cases.values()), tmp_path)
     for (name, audio), ref in zip(cases.items(), refs):

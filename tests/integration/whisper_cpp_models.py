@@ -5,7 +5,7 @@
   the pinned pywhispercpp sdist (3rdparty/native:pywhispercpp-sdist).
 - `reference_greedy(...)`: transformers' Whisper decoding greedily with the logit rules
   whisper.cpp applies when timestamps are off (whisper_process_logits in src/whisper.cpp).
-- `packaged_file(pex, suffix)`: a file (libwhisper.so, the converted Silero VAD) out of a PEX.
+- `packaged_file(pex, suffix)`: a file (libwhisper.so, the converted Silero VAD) out of the packed PEX.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import tarfile
-import zipfile
 from pathlib import Path
 
 SDIST = Path("3rdparty/native/pywhispercpp-1.5.1.tar.gz")
@@ -147,10 +146,8 @@ def reference_greedy(hf_dir: Path, audio, max_tokens: int) -> list[int]:
     return out
 
 
-def packaged_file(pex: Path, suffix: str, dest: Path) -> Path:
-    """Copies the one member of the PEX (a zip) whose name ends with `suffix` to dest."""
-    with zipfile.ZipFile(pex) as z:
-        names = [n for n in z.namelist() if n.endswith(suffix)]
-        assert len(names) == 1, (suffix, names)
-        dest.write_bytes(z.read(names[0]))
-    return dest
+def packaged_file(pex: Path, suffix: str) -> Path:
+    """The one loose file of the packed PEX (a directory) whose path ends with `suffix`."""
+    found = [p for p in pex.rglob("*") if p.is_file() and p.as_posix().endswith(suffix)]
+    assert len(found) == 1, (suffix, found)
+    return found[0]
