@@ -151,6 +151,8 @@ def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_pat
     for name in ("sbom.cdx.json", "provenance.intoto.json"):
         assert (folder / name).read_bytes() == (repo / "dist/backends/silero-vad/cpu" / name).read_bytes()
     assert (folder / "python/bin/python3.11").is_file()
+    built_pex = tree_sha256(repo / "dist/backends/silero-vad/cpu/backend.pex")
+    assert tree_sha256(folder / "backend.pex") == built_pex  # before it runs (Python may add __pycache__/)
     env = no_python_env(tmp_path / "localai-home")
     assert serve_and_detect(folder, env), "no speech found by the installed backend"
 
@@ -163,7 +165,7 @@ def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_pat
     offline = resolve_entry((airgap / "index.yaml").read_text(), "silero-vad")
     assert offline["uri"] == f"ocifile://{airgap}/images/{ENTRY}.oci.tar"
     folder2 = install(offline, tmp_path / "airgapped-localai/backends")
-    assert tree_sha256(folder2 / "backend.pex") == tree_sha256(folder / "backend.pex")
+    assert tree_sha256(folder2 / "backend.pex") == built_pex
     assert serve_and_detect(folder2, env), "no speech found by the backend installed from the bundle"
 
 

@@ -44,7 +44,11 @@ def build(repo: Path, cache_root: Path, address: str, *targets: str) -> tuple[st
         f"--named-caches-dir={cache_root}/named",
         "package",
         *(targets or (TARGET,)),
-        env={"PANTS_CONFIG_FILES": "pants.ci.toml", "PANTS_REMOTE_STORE_ADDRESS": address},
+        # pants.ci.toml's 3 s lookup timeout turns a slow answer into a local rebuild, by design; on
+        # this loaded 2-core runner BuildGrid can take longer to check a packed PEX's many blobs,
+        # and this test is about every process being served, not about the timeout policy.
+        env={"PANTS_CONFIG_FILES": "pants.ci.toml", "PANTS_REMOTE_STORE_ADDRESS": address,
+             "PANTS_REMOTE_CACHE_RPC_TIMEOUT_MILLIS": "30000"},
     )
     elapsed = time.monotonic() - start
     assert result.returncode == 0, result.stdout[-5000:]
@@ -70,7 +74,9 @@ def test_fresh_clone_is_served_by_the_remote_cache(server, tmp_path) -> None:
     s2 = stats(out2)
     assert s2["local_cache_requests_cached"] == 0  # the local cache really was empty
     assert s2["remote_cache_requests"] > 0
-    assert s2["remote_cache_requests_cached"] == s2["remote_cache_requests"], s2
+    ran = [l for l in out2.splitlines() if "Starting:" in l]  # what clone 2 still ran itself
+    assert s2["remote_cache_requests_cached"] == s2["remote_cache_requests"], (
+        {k: v for k, v in s2.items() if k.startswith(("remote_cache", "local_execution"))}, ran)
     folder = "dist/backends/silero-vad/cpu"
     assert set(tree_sha256(clone1 / folder)) >= set(ARTIFACTS)
     assert tree_sha256(clone1 / folder) == tree_sha256(clone2 / folder)
