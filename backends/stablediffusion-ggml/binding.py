@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import json
 import math
+import os
+import struct
 import threading
 
 c_bool, c_int, c_float, c_char_p, c_void_p, c_size_t, c_uint32, c_int64 = (
@@ -138,6 +141,40 @@ class SDError(Exception):
     pass
 
 
+def check_safetensors(path: str) -> None:
+    """Refuses a safetensors file whose header stable-diffusion.cpp would read with the wrong JSON
+    types: its reader (src/model_io/safetensors_io.cpp) indexes the header without type checks,
+    and nlohmann::json's type_error is uncaught there: the process aborts. Files that do not look
+    like safetensors (sd.cpp's own test: header length < file size, header parses as JSON) are left
+    to stable-diffusion.cpp, whose other readers fail cleanly."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return
+            (n,) = struct.unpack("<Q", head)
+            if not 2 < n < size:
+                return
+            header = json.loads(f.read(n).split(b"\0", 1)[0])
+    except (OSError, ValueError):
+        return
+    if not isinstance(header, dict):
+        raise SDError(f"{path}: safetensors header is not a JSON object")
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        ok = (isinstance(info, dict) and isinstance(info.get("dtype"), str)
+              and isinstance(info.get("shape"), list) and len(info["shape"]) <= 5
+              and all(isinstance(d, int) and d >= 0 for d in info["shape"])
+              and isinstance(info.get("data_offsets"), list) and len(info["data_offsets"]) == 2
+              and all(isinstance(o, int) and o >= 0 for o in info["data_offsets"])
+              and info["data_offsets"][0] <= info["data_offsets"][1] <= size - 8 - n)
+        if not ok:
+            raise SDError(f"{path}: safetensors entry {name!r} is not {{dtype: str, shape: [<=5 ints], "
+                          f"data_offsets: [begin, end] inside the file}}: {str(info)[:200]}")
+
+
 def _names(func, count: int) -> list[str]:
     return [func(i).decode() for i in range(count)]
 
@@ -239,6 +276,9 @@ class Library:
              flags: dict | None = None) -> "Model":
         """new_sd_ctx for `model_path` (plus component paths: vae_path, taesd_path, clip_l_path, ...).
         Raises SDError with stable-diffusion.cpp's logged errors when it refuses the model."""
+        for path in (model_path, *(paths or {}).values()):
+            if path:
+                check_safetensors(str(path))
         params = self._init_checked(self.lib.sd_ctx_params_init, CtxParams)
         keep = [model_path.encode()]
         params.model_path = keep[0]

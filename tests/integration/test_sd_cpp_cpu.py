@@ -144,10 +144,32 @@ def test_bad_input_is_invalid_argument_and_the_server_keeps_serving(loaded, tmp_
     generate(stub, tmp_path / "ok.png", seed=1)
 
 
-def test_load_errors(tmp_path) -> None:
-    garbage = tmp_path / "garbage.safetensors"
-    garbage.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\": 1}        ")
+def safetensors_with_header(path: Path, header: bytes) -> Path:
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 16)
+    return path
+
+
+def test_load_errors(tmp_path, model) -> None:
+    """Files stable-diffusion.cpp refuses answer INVALID_ARGUMENT naming the file; headers whose
+    JSON types would abort the process inside sd.cpp's safetensors reader are refused first."""
+    garbage = safetensors_with_header(tmp_path / "garbage.safetensors", b'{"a": 1}')
+    broken = [garbage,
+              safetensors_with_header(tmp_path / "list.safetensors", b"[1, 2]"),
+              safetensors_with_header(tmp_path / "shape.safetensors",
+                                      b'{"t": {"dtype": "F16", "shape": "x", "data_offsets": [0, 4]}}'),
+              safetensors_with_header(tmp_path / "offsets.safetensors",
+                                      b'{"t": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4096]}}')]
+    random_bytes = tmp_path / "random.ckpt"
+    random_bytes.write_bytes(bytes(range(256)) * 64)
+    truncated = tmp_path / "truncated.safetensors"
+    with model.open("rb") as f:
+        truncated.write_bytes(f.read(8 << 20))  # the whole header, 8 MB of the tensors
     with BackendProcess(BACKEND) as proc:
+        for path in (*broken, random_bytes, truncated):
+            err = expect_code(Code.INVALID_ARGUMENT, proc.stub.LoadModel, backend_pb2.ModelOptions(Model=str(path)),
+                              timeout=300)
+            assert path.name in err.details(), err.details()
+        assert_healthy(proc.stub)
         expect_code(Code.FAILED_PRECONDITION, proc.stub.GenerateImage,
                     backend_pb2.GenerateImageRequest(positive_prompt="x", width=64, height=64, dst=str(tmp_path / "y.png")))
         err = expect_code(Code.NOT_FOUND, proc.stub.LoadModel, backend_pb2.ModelOptions(Model=str(tmp_path / "none.gguf")))
