@@ -81,8 +81,9 @@ class CMakeOptionsField(DictStringToStringField):
     alias = "cmake_options"
     help = help_text(
         """
-        Extra `-D<key>=<value>` options for both CMake steps (ggml and the engine), on top of the
-        fixed hermetic/ISA options. Part of the cache key of both steps.
+        Extra `-D<key>=<value>` options for both CMake steps (ggml and the engine's own project, or
+        the objects step of a third-party engine), on top of the fixed hermetic/ISA options. Part
+        of the cache key of both steps.
         """
     )
 
