@@ -52,7 +52,8 @@ def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=N
     sanitizer-coverage build of `fuzz_level` for the fuzzers, not shipped; fuzz=False leaves it out).
 
     build: the native_engine fields for third-party engines and extra options, passed to every
-    variant: ggml_subdir (ggml's directory in the archive), cmake_options ({KEY: VALUE}),
+    variant: ggml_subdir (ggml's directory in the archive), ggml_defines (["NAME=VALUE"] for ggml
+    and the code using its headers), cmake_options ({KEY: VALUE}),
     upstream_subdir / upstream_sources / upstream_include_dirs / upstream_defines / exports (a
     library built from the archive's own sources, exporting only `exports`), e.g.
 
@@ -61,8 +62,8 @@ def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=N
                        upstream_subdir="whisper.cpp", upstream_sources=["src/whisper.cpp"],
                        upstream_include_dirs=["include", "src"], exports=["whisper_*"], fuzz=False)
     """
-    allowed = {"ggml_subdir", "cmake_options", "upstream_subdir", "upstream_sources", "upstream_include_dirs",
-               "upstream_defines", "exports"}
+    allowed = {"ggml_subdir", "ggml_defines", "cmake_options", "upstream_subdir", "upstream_sources",
+               "upstream_include_dirs", "upstream_defines", "exports"}
     unknown = sorted(set(build) - allowed)
     if unknown:
         raise ValueError(f"{build_file_dir()}/BUILD: localai_engine() got unknown argument(s) {unknown}; "

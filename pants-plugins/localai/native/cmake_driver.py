@@ -9,16 +9,23 @@ same three packages, which is how the engine is developed outside Pants.
       --out ggml-avx2
   python cmake_driver.py engine --src engines/minilm --ggml ggml-avx2 --cpu-levels ... --cpu-level avx2 --out out
   python cmake_driver.py ggml   --sdist pywhispercpp-1.5.1.tar.gz --ggml-subdir whisper.cpp/ggml ...
-  python cmake_driver.py engine --upstream-archive pywhispercpp-1.5.1.tar.gz --upstream-subdir whisper.cpp \
-      --upstream-source src/whisper.cpp --upstream-include include --upstream-include src \
-      --export 'whisper_*' --library libwhisper.so --header include/whisper.h --ggml ggml-avx2 ...
+  python cmake_driver.py objects --upstream-archive pywhispercpp-1.5.1.tar.gz --upstream-subdir whisper.cpp \
+      --ggml-subdir whisper.cpp/ggml --upstream-source src/whisper.cpp --upstream-include include \
+      --upstream-include src --header include/whisper.h --out objects
+  python cmake_driver.py engine --objects objects --export 'whisper_*' --library libwhisper.so --ggml ggml-avx2 ...
 
 --cpu-levels is the CPU level table (backends/common/cpu_levels.json, the one the runtime reads
 too): a level's ggml ISA options and the CPU flags its library needs, recorded in ggml-build.json.
 
-A third-party engine (--upstream-*) has no CMake project of its own: the driver extracts the
-subtree from the pinned archive and generates one (sources, includes, definitions, a version
-script exporting only --export globs), linked against the prebuilt static ggml.
+A third-party engine has no CMake project of its own. `objects` extracts the subtree from the
+pinned archive and compiles the listed sources once into libupstream.a with a generated CMake
+project (ggml's headers come from the archive: the upstream code only calls ggml's API, so its
+objects do not depend on the CPU level, and a level only changes ggml). `engine --objects` then
+links that archive (whole) per CPU level against the level's static ggml into the shared library,
+exporting only the --export globs (a generated version script).
+
+--ggml-define (ggml_defines) is a preprocessor definition for ggml and for every source compiled
+against ggml's headers (e.g. GGML_MAX_NAME=128, which changes struct ggml_tensor's layout).
 
 Hermeticity: CMAKE_C/CXX_COMPILER, CMAKE_AR and CMAKE_RANLIB are wrapper scripts around
 `python -m ziglang cc|c++|ar|ranlib -target x86_64-linux-gnu.2.28`; PATH holds only the
@@ -111,7 +118,8 @@ def toolchain(workdir: str):
 SANITIZER_COVERAGE = "-fsanitize-coverage=inline-8bit-counters,pc-table,trace-cmp"
 
 
-def cmake_common(wrappers, ninja, prefix_maps, level: CpuLevel, sanitizer_coverage=False):
+def cmake_common(wrappers, ninja, prefix_maps, level: CpuLevel | None, sanitizer_coverage=False):
+    """level=None: a project that compiles no ggml (upstream objects) gets no ISA options."""
     flags = " ".join(f"-ffile-prefix-map={src}={dst}" for src, dst in prefix_maps)
     extra = []
     if sanitizer_coverage:
@@ -133,7 +141,8 @@ def cmake_common(wrappers, ninja, prefix_maps, level: CpuLevel, sanitizer_covera
         "-DBUILD_SHARED_LIBS=OFF",
         "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
     ]
-    args += [f"-D{k}={v}" for k, v in level.cmake_options.items()]
+    if level is not None:
+        args += [f"-D{k}={v}" for k, v in level.cmake_options.items()]
     return args + extra
 
 
@@ -158,14 +167,14 @@ def extract_ggml(sdist: str, dest: str, subdir: str = GGML_PREFIX_IN_SDIST) -> s
     return extract_subdir(sdist, subdir, dest)
 
 
-def extra_options(pairs, level: CpuLevel) -> dict:
+def extra_options(pairs, level: CpuLevel | None) -> dict:
     """--cmake-option KEY=VALUE (repeatable) -> {KEY: VALUE}; the fixed options cannot be overridden."""
     opts = {}
     for p in pairs or ():
         key, sep, value = p.partition("=")
         if not sep or not key:
             raise SystemExit(f"--cmake-option {p!r}: expected KEY=VALUE")
-        if key in level.isa_options or key in GGML_COMMON or key.startswith("CMAKE_"):
+        if (level and key in level.isa_options) or key in GGML_COMMON or key.startswith("CMAKE_"):
             raise SystemExit(f"--cmake-option {key}: set by the driver (ISA/hermetic option), not overridable")
         opts[key] = value
     return dict(sorted(opts.items()))
@@ -183,6 +192,7 @@ def build_ggml(a):
     src = extract_ggml(a.sdist, os.path.join(work, "src"), a.ggml_subdir)
     level = CpuLevel(a.cpu_levels, a.cpu_level)
     extra = extra_options(a.cmake_option, level)
+    defines = checked_defines(a.ggml_define)
     build = os.path.join(work, "build")
     # The sdist ships ggml without ggml.pc.in, which standalone mode needs: build it as a
     # subproject of a two-line wrapper instead (the way llama.cpp itself builds it).
@@ -190,7 +200,8 @@ def build_ggml(a):
     os.makedirs(wrap)
     with open(os.path.join(wrap, "CMakeLists.txt"), "w") as f:
         f.write("cmake_minimum_required(VERSION 3.14...3.28)\nproject(ggml_wrap C CXX ASM)\n"
-                f'add_subdirectory("{src}" ggml)\n')
+                + (f"add_compile_definitions({_cmake_list(defines)})\n" if defines else "")
+                + f'add_subdirectory("{src}" ggml)\n')
     maps = [(src, "ggml"), (build, "build"), (wrap, "."), (work, ".")]
     _run([cmake, "-S", wrap, "-B", build, *cmake_common(wrappers, ninja, maps, level, a.sanitizer_coverage),
           *(f"-D{k}={v}" for k, v in GGML_COMMON.items()), *(f"-D{k}={v}" for k, v in extra.items())], env)
@@ -205,7 +216,7 @@ def build_ggml(a):
     with open(os.path.join(out, "ggml-build.json"), "w") as f:
         json.dump({"ggml_version": ggml_version(src), "cpu_level": level.name, "cpu_flags": level.cpu_flags,
                    "cmake_options": {**GGML_COMMON, **level.cmake_options, **extra}, "zig_target": ZIG_TARGET,
-                   "sanitizer_coverage": a.sanitizer_coverage}, f, indent=2, sort_keys=True)
+                   "defines": defines, "sanitizer_coverage": a.sanitizer_coverage}, f, indent=2, sort_keys=True)
     shutil.rmtree(work)
 
 
@@ -213,9 +224,17 @@ def _cmake_list(items):
     return " ".join('"' + i.replace("\\", "/").replace('"', '\\"') + '"' for i in items)
 
 
-def upstream_project(a, upstream: str) -> str:
-    """CMakeLists.txt for a third-party engine: its listed sources as one shared library linked
-    against the prebuilt static ggml, exporting only the --export globs."""
+def checked_defines(defines) -> list:
+    """--ggml-define NAME[=VALUE] values, in the order given (they are part of the cache keys)."""
+    for d in defines or ():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(=.*)?", d):
+            raise SystemExit(f"--ggml-define {d!r}: expected NAME or NAME=VALUE (a preprocessor definition)")
+    return list(defines or ())
+
+
+def upstream_project(a, upstream: str, ggml_include: str) -> str:
+    """CMakeLists.txt compiling a third-party engine's listed sources once into libupstream.a
+    (position-independent, hidden visibility: the engine step's version script decides exports)."""
     import glob
 
     sources = []
@@ -225,60 +244,94 @@ def upstream_project(a, upstream: str) -> str:
         if not found:
             raise SystemExit(f"--upstream-source {pattern}: matches no file under {a.upstream_subdir}/ of the archive")
         sources += [f for f in found if f not in sources]
-    if not a.export:
-        raise SystemExit("a third-party engine needs --export globs (the C API it exports)")
-    if not (a.library.startswith("lib") and a.library.endswith(".so")):
-        raise SystemExit(f"--library {a.library}: expected lib<name>.so")
-    name = a.library[3:-3]
-    with open(os.path.join(upstream, "localai-exports.map"), "w") as f:
-        f.write("{\n  global:\n" + "".join(f"    {g};\n" for g in a.export) + "  local:\n    *;\n};\n")
+    defines = [*a.upstream_define, *checked_defines(a.ggml_define)]
     return f"""# Generated by cmake_driver.py for a third-party engine (do not edit).
 cmake_minimum_required(VERSION 3.20)
-project(localai_upstream_engine C CXX)
+project(localai_upstream_objects C CXX)
 set(CMAKE_CXX_STANDARD 17)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_C_STANDARD 11)
 set(CMAKE_C_VISIBILITY_PRESET hidden)
 set(CMAKE_CXX_VISIBILITY_PRESET hidden)
 set(CMAKE_VISIBILITY_INLINES_HIDDEN ON)
-add_library(ggml_static INTERFACE)
-target_include_directories(ggml_static INTERFACE "${{GGML_PREFIX}}/include")
-target_link_libraries(ggml_static INTERFACE
-  -Wl,--start-group
-  "${{GGML_PREFIX}}/lib/libggml.a" "${{GGML_PREFIX}}/lib/libggml-cpu.a" "${{GGML_PREFIX}}/lib/libggml-base.a"
-  -Wl,--end-group
-  pthread m)
-add_library(engine SHARED {_cmake_list(sources)})
-set_target_properties(engine PROPERTIES OUTPUT_NAME "{name}" LINKER_LANGUAGE CXX
-  LINK_DEPENDS "${{CMAKE_CURRENT_SOURCE_DIR}}/localai-exports.map")
-target_include_directories(engine PRIVATE {_cmake_list(a.upstream_include)})
-target_compile_definitions(engine PRIVATE {_cmake_list(a.upstream_define)})
-target_compile_options(engine PRIVATE -O2)
-target_link_libraries(engine PRIVATE ggml_static)
-target_link_options(engine PRIVATE -s "-Wl,--version-script=${{CMAKE_CURRENT_SOURCE_DIR}}/localai-exports.map"
-  -Wl,--build-id=none)
+add_library(upstream STATIC {_cmake_list(sources)})
+target_include_directories(upstream PRIVATE {_cmake_list(a.upstream_include)} "{ggml_include}")
+target_compile_definitions(upstream PRIVATE {_cmake_list(defines)})
+target_compile_options(upstream PRIVATE -O2)
 """
+
+
+def exports_map(exports) -> str:
+    if not exports:
+        raise SystemExit("a third-party engine needs --export globs (the C API it exports)")
+    return "{\n  global:\n" + "".join(f"    {g};\n" for g in exports) + "  local:\n    *;\n};\n"
+
+
+OBJECTS_LIB = "libupstream.a"
+
+
+def build_objects(a):
+    """Compiles a third-party engine's sources once (no CPU level) into --out/libupstream.a, with
+    its public header next to it."""
+    work = os.path.abspath(".native-work-objects")
+    env, cmake, ninja, wrappers = toolchain(work)
+    src = extract_subdir(a.upstream_archive, a.upstream_subdir, os.path.join(work, "upstream"))
+    ggml_include = os.path.join(extract_subdir(a.upstream_archive, a.ggml_subdir, os.path.join(work, "ggml")), "include")
+    if any(c.isspace() for c in work):
+        raise SystemExit(f"the build directory {work!r} contains whitespace: run from a directory without spaces")
+    with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
+        f.write(upstream_project(a, src, ggml_include))
+    build = os.path.join(work, "build")
+    maps = [(src, "."), (os.path.dirname(ggml_include), "ggml"), (build, "build"), (work, ".")]
+    _run([cmake, "-S", src, "-B", build, *cmake_common(wrappers, ninja, maps, None, a.sanitizer_coverage),
+          *(f"-D{k}={v}" for k, v in extra_options(a.cmake_option, None).items())], env)
+    _run([cmake, "--build", build, "-j", str(a.jobs)], env)
+    out = os.path.abspath(a.out)
+    os.makedirs(out, exist_ok=True)
+    shutil.copy2(os.path.join(build, OBJECTS_LIB), os.path.join(out, OBJECTS_LIB))
+    if a.header:
+        shutil.copy2(os.path.join(src, a.header), os.path.join(out, os.path.basename(a.header)))
+    shutil.rmtree(work)
+
+
+def link_upstream(a, env, wrappers, work):
+    """Links --objects/libupstream.a (every object) with the level's static ggml into --library."""
+    if not (a.library.startswith("lib") and a.library.endswith(".so")):
+        raise SystemExit(f"--library {a.library}: expected lib<name>.so")
+    version_script = os.path.join(work, "localai-exports.map")
+    with open(version_script, "w") as f:
+        f.write(exports_map(a.export))
+    out = os.path.abspath(a.out)
+    os.makedirs(out, exist_ok=True)
+    ggml_lib = os.path.join(os.path.abspath(a.ggml), "lib")
+    _run([os.path.join(wrappers, "zig-c++"), "-shared", "-fPIC", "-o", os.path.join(out, a.library),
+          f"-Wl,-soname,{a.library}",
+          "-Wl,--whole-archive", os.path.join(os.path.abspath(a.objects), OBJECTS_LIB), "-Wl,--no-whole-archive",
+          "-Wl,--start-group", *(os.path.join(ggml_lib, n) for n in ("libggml.a", "libggml-cpu.a", "libggml-base.a")),
+          "-Wl,--end-group", "-lpthread", "-lm",
+          "-s", f"-Wl,--version-script={version_script}", "-Wl,--build-id=none"], env, cwd=work)
+    for f in sorted(os.listdir(os.path.abspath(a.objects))):
+        if f != OBJECTS_LIB:  # the public header
+            shutil.copy2(os.path.join(os.path.abspath(a.objects), f), os.path.join(out, f))
 
 
 def build_engine(a):
     work = os.path.abspath(".native-work-engine")
     env, cmake, ninja, wrappers = toolchain(work)
+    level = CpuLevel(a.cpu_levels, a.cpu_level)
+    if a.objects:
+        link_upstream(a, env, wrappers, work)
+        shutil.rmtree(work)
+        return
     # Build from copies under the work directory: CMAKE_<LANG>_FLAGS is split on whitespace, so a
     # source or ggml path with a space would break -ffile-prefix-map (and the compiler check).
     src, ggml = os.path.join(work, "src"), os.path.join(work, "ggml")
-    if a.upstream_archive:
-        upstream = extract_subdir(a.upstream_archive, a.upstream_subdir, os.path.join(work, "upstream"))
-        with open(os.path.join(upstream, "CMakeLists.txt"), "w") as f:
-            f.write(upstream_project(a, upstream))
-        os.rename(upstream, src)
-        shutil.rmtree(os.path.join(work, "upstream"))
-    else:
-        shutil.copytree(os.path.abspath(a.src), src)
+    shutil.copytree(os.path.abspath(a.src), src)
     shutil.copytree(os.path.abspath(a.ggml), ggml)
     if any(c.isspace() for c in work):
         raise SystemExit(f"the build directory {work!r} contains whitespace: run from a directory without spaces")
     build = os.path.join(work, "build")
     maps = [(src, "."), (ggml, "ggml"), (build, "build"), (work, ".")]
-    level = CpuLevel(a.cpu_levels, a.cpu_level)
     _run([cmake, "-S", src, "-B", build, *cmake_common(wrappers, ninja, maps, level, a.sanitizer_coverage),
           f"-DGGML_PREFIX={ggml}", f"-DENGINE_CPU_LEVEL={level.name}",
           *(f"-D{k}={v}" for k, v in extra_options(a.cmake_option, level).items())], env)
@@ -288,8 +341,6 @@ def build_engine(a):
     os.makedirs(out, exist_ok=True)
     for name in a.artifact:
         shutil.copy2(os.path.join(build, name), os.path.join(out, os.path.basename(name)))
-    if a.upstream_archive and a.header:
-        shutil.copy2(os.path.join(src, a.header), os.path.join(out, os.path.basename(a.header)))
     shutil.rmtree(work)
 
 
@@ -298,32 +349,39 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("ggml")
     g.add_argument("--sdist", required=True)
-    g.add_argument("--ggml-subdir", default=GGML_PREFIX_IN_SDIST, help="ggml's directory below the archive's top one")
+    o = sub.add_parser("objects", help="compile a third-party engine's sources once (no CPU level)")
+    o.add_argument("--upstream-archive", required=True, help="the pinned archive holding its sources")
+    o.add_argument("--upstream-subdir", required=True, help="the engine's directory below the archive's top one")
+    o.add_argument("--upstream-source", action="append", required=True, help="glob under --upstream-subdir")
+    o.add_argument("--upstream-include", action="append", default=[])
+    o.add_argument("--upstream-define", action="append", default=[])
+    o.add_argument("--header", help="public header under --upstream-subdir, copied to --out")
+    for s in (g, o):
+        s.add_argument("--ggml-subdir", default=GGML_PREFIX_IN_SDIST, help="ggml's directory below the archive's top one")
+        s.add_argument("--ggml-define", action="append", default=[], help="NAME[=VALUE] for ggml and code using its headers")
     e = sub.add_parser("engine")
-    e.add_argument("--src", help="the engine's own CMake project (or --upstream-archive)")
-    e.add_argument("--upstream-archive", help="a third-party engine: the pinned archive holding its sources")
-    e.add_argument("--upstream-subdir", help="the engine's directory below the archive's top one")
-    e.add_argument("--upstream-source", action="append", default=[], help="glob under --upstream-subdir to compile")
-    e.add_argument("--upstream-include", action="append", default=[])
-    e.add_argument("--upstream-define", action="append", default=[])
-    e.add_argument("--export", action="append", default=[], help="symbol glob the library exports")
-    e.add_argument("--library", help="lib<name>.so (third-party engine)")
-    e.add_argument("--header", help="public header under --upstream-subdir, copied to --out")
+    e.add_argument("--src", help="the engine's own CMake project (or --objects)")
+    e.add_argument("--objects", help="a third-party engine: the `objects` step's output, linked into --library")
+    e.add_argument("--export", action="append", default=[], help="symbol glob the library exports (with --objects)")
+    e.add_argument("--library", help="lib<name>.so (with --objects)")
     e.add_argument("--ggml", required=True)
-    e.add_argument("--artifact", action="append", required=True, help="path in the build dir to build and copy out")
+    e.add_argument("--artifact", action="append", default=[], help="path in the build dir to build and copy out (--src)")
     for s in (g, e):
         s.add_argument("--cpu-levels", required=True, help="the CPU level table (backends/common/cpu_levels.json)")
         s.add_argument("--cpu-level", required=True, help="a level of --cpu-levels")
+    for s in (g, o, e):
         s.add_argument("--out", required=True)
         s.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
         s.add_argument("--sanitizer-coverage", action="store_true", help="instrument for libFuzzer (fuzzing builds)")
         s.add_argument("--cmake-option", action="append", default=[], help="extra KEY=VALUE for CMake")
     a = p.parse_args()
-    if a.cmd == "engine" and bool(a.src) == bool(a.upstream_archive):
-        p.error("engine: give exactly one of --src and --upstream-archive")
-    if a.cmd == "engine" and a.upstream_archive and not (a.upstream_subdir and a.upstream_source and a.library):
-        p.error("engine --upstream-archive needs --upstream-subdir, --upstream-source and --library")
-    (build_ggml if a.cmd == "ggml" else build_engine)(a)
+    if a.cmd == "engine" and bool(a.src) == bool(a.objects):
+        p.error("engine: give exactly one of --src and --objects")
+    if a.cmd == "engine" and a.src and not a.artifact:
+        p.error("engine --src needs --artifact")
+    if a.cmd == "engine" and a.objects and not (a.library and a.export):
+        p.error("engine --objects needs --library and --export")
+    {"ggml": build_ggml, "objects": build_objects, "engine": build_engine}[a.cmd](a)
 
 
 if __name__ == "__main__":

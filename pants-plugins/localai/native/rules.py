@@ -1,6 +1,11 @@
 """Rules: hermetic toolchain -> ggml (one cached process per archive x CPU level) -> engine
 (one process per engine x CPU level) -> package (library, header, build-record.json).
 
+A third-party engine (upstream_subdir) adds an `objects` step: its sources compiled once, for every
+CPU level (they only call ggml's API; the ISA code is in ggml), into one cached archive that the
+engine step links per level against that level's ggml. The upstream compile dominates (e.g.
+stable-diffusion.cpp's ~5 CPU-minutes), so it is not repeated per level.
+
 Every process runs `cmake_driver.py` with the Python of a VenvPex built from the
 `native-toolchain` resolve (ziglang, cmake, ninja): no host compiler, linker or CMake is used.
 zig's global cache (libc++/compiler-rt builds, not our objects) lives in the append-only named
@@ -46,6 +51,7 @@ from localai.native.target_types import (
     CpuLevelField,
     ExportsField,
     GgmlArchiveField,
+    GgmlDefinesField,
     GgmlSubdirField,
     HeaderField,
     IncludeTestBinaryField,
@@ -65,6 +71,7 @@ DRIVER_PATH = "__localai_native/cmake_driver.py"
 ZIG_CACHE_NAME = "localai_zig"
 ZIG_CACHE_DIR = ".cache/zig"
 GGML_OUT = "ggml-out"
+OBJECTS_OUT = "objects-out"
 ENGINE_OUT = "engine-out"
 BUILD_RECORD = "build-record.json"  # as the backends' (LocalAI owns metadata.json in a backend folder)
 
@@ -124,6 +131,11 @@ class GgmlBuildRequest:
     sanitizer_coverage: bool = False
     ggml_subdir: str = "vendor/llama.cpp/ggml"
     cmake_options: tuple[tuple[str, str], ...] = ()
+    defines: tuple[str, ...] = ()
+
+
+def ggml_define_args(defines) -> tuple[str, ...]:
+    return tuple(a for d in defines for a in ("--ggml-define", d))
 
 
 def cpu_level_args(level: str) -> tuple[str, ...]:
@@ -172,7 +184,8 @@ async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain, tabl
     files = (archive.path,)
     input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver, table.digest]))
     coverage = ("--sanitizer-coverage",) if request.sanitizer_coverage else ()
-    options = ("--ggml-subdir", request.ggml_subdir, *cmake_option_args(request.cmake_options))
+    options = ("--ggml-subdir", request.ggml_subdir, *cmake_option_args(request.cmake_options),
+               *ggml_define_args(request.defines))
     result = await Get(
         ProcessResult,
         VenvPexProcess,
@@ -200,6 +213,7 @@ class NativeEngineBuildRequest:
     ggml_subdir: str = "vendor/llama.cpp/ggml"
     cmake_options: tuple[tuple[str, str], ...] = ()
     upstream: UpstreamSpec | None = None
+    ggml_defines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -215,14 +229,53 @@ class UpstreamSpec:
     library: str
     header: str
 
-    def argv(self, archive_path: str) -> list[str]:
-        argv = ["--upstream-archive", archive_path, "--upstream-subdir", self.subdir, "--library", self.library,
-                "--header", self.header]
+    def objects_argv(self, archive_path: str) -> list[str]:
+        """The `objects` step's arguments: everything but the link (exports, library name)."""
+        argv = ["--upstream-archive", archive_path, "--upstream-subdir", self.subdir, "--header", self.header]
         for flag, values in (("--upstream-source", self.sources), ("--upstream-include", self.include_dirs),
-                             ("--upstream-define", self.defines), ("--export", self.exports)):
+                             ("--upstream-define", self.defines)):
             for v in values:
                 argv += [flag, v]
         return argv
+
+    def link_argv(self) -> list[str]:
+        return ["--library", self.library, *(a for g in self.exports for a in ("--export", g))]
+
+
+@dataclass(frozen=True)
+class UpstreamObjectsRequest:
+    archive: Address
+    spec: UpstreamSpec
+    ggml_subdir: str
+    ggml_defines: tuple[str, ...]
+    cmake_options: tuple[tuple[str, str], ...]
+    sanitizer_coverage: bool
+
+
+@dataclass(frozen=True)
+class UpstreamObjects:
+    digest: Digest  # objects-out/{libupstream.a, <header>}
+
+
+@rule(desc="Compile a third-party engine's sources", level=LogLevel.DEBUG)
+async def build_upstream_objects(request: UpstreamObjectsRequest, toolchain: NativeToolchain) -> UpstreamObjects:
+    archive = await Get(ArchiveFile, Address, request.archive)
+    input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver]))
+    argv = ["objects", *request.spec.objects_argv(archive.path), "--ggml-subdir", request.ggml_subdir,
+            *ggml_define_args(request.ggml_defines), *cmake_option_args(request.cmake_options), "--out", OBJECTS_OUT]
+    if request.sanitizer_coverage:
+        argv.append("--sanitizer-coverage")
+    result = await Get(
+        ProcessResult,
+        VenvPexProcess,
+        toolchain.process(
+            argv=argv,
+            input_digest=input_digest,
+            description=f"Compile {request.spec.subdir} from {archive.path} (once for every CPU level)",
+            output_directories=(OBJECTS_OUT,),
+        ),
+    )
+    return UpstreamObjects(result.output_digest)
 
 
 @dataclass(frozen=True)
@@ -238,15 +291,19 @@ async def build_native_engine(
 ) -> NativeEngineBuild:
     ggml, sources = await MultiGet(
         Get(GgmlBuild, GgmlBuildRequest(request.archive, request.cpu_level, request.sanitizer_coverage,
-                                        request.ggml_subdir, request.cmake_options)),
+                                        request.ggml_subdir, request.cmake_options, request.ggml_defines)),
         Get(SourceFiles, SourceFilesRequest([request.sources])),
     )
     src_dir = request.address.spec_path
     inputs = [sources.snapshot.digest, ggml.digest, toolchain.driver, table.digest]
     if request.upstream:
-        archive = await Get(ArchiveFile, Address, request.archive)
-        inputs.append(archive.digest)
-        where = request.upstream.argv(archive.path)
+        objects = await Get(
+            UpstreamObjects,
+            UpstreamObjectsRequest(request.archive, request.upstream, request.ggml_subdir, request.ggml_defines,
+                                   request.cmake_options, request.sanitizer_coverage),
+        )
+        inputs.append(objects.digest)
+        where = ["--objects", OBJECTS_OUT, *request.upstream.link_argv()]
     else:
         if f"{src_dir}/CMakeLists.txt" not in sources.snapshot.files:
             raise NativeBuildError(
@@ -257,8 +314,9 @@ async def build_native_engine(
     input_digest = await Get(Digest, MergeDigests(inputs))
     argv = ["engine", *where, "--ggml", GGML_OUT, *cpu_level_args(request.cpu_level), "--out", ENGINE_OUT,
             *cmake_option_args(request.cmake_options)]
-    for a in request.artifacts:
-        argv += ["--artifact", a]
+    if not request.upstream:  # an upstream engine builds only its library
+        for a in request.artifacts:
+            argv += ["--artifact", a]
     if request.sanitizer_coverage:
         argv.append("--sanitizer-coverage")
     result = await Get(
@@ -289,6 +347,7 @@ class NativeEngineFieldSet(PackageFieldSet):
     sanitizer_coverage: SanitizerCoverageField
     output_path: OutputPathField
     ggml_subdir: GgmlSubdirField
+    ggml_defines: GgmlDefinesField
     cmake_options: CMakeOptionsField
     upstream_subdir: UpstreamSubdirField
     upstream_sources: UpstreamSourcesField
@@ -338,6 +397,7 @@ def build_record_json(*, name: str, cpu_level: str, library: str, lib_sha256: st
                 "header": header,
                 "ggml_version": ggml.version,
                 "ggml_cmake_options": info.get("cmake_options", {}),
+                "ggml_defines": info.get("defines", []),
                 "sanitizer_coverage": info.get("sanitizer_coverage", False),
                 "target": info.get("zig_target"),
             },
@@ -373,7 +433,8 @@ async def package_native_engine(field_set: NativeEngineFieldSet, table: CpuLevel
         NativeEngineBuild,
         NativeEngineBuildRequest(address, field_set.sources, field_set.cpu_level.value, archive[0].address, built,
                                  field_set.sanitizer_coverage.value, field_set.ggml_subdir.value,
-                                 tuple(sorted((field_set.cmake_options.value or {}).items())), upstream),
+                                 tuple(sorted((field_set.cmake_options.value or {}).items())), upstream,
+                                 tuple(field_set.ggml_defines.value or ())),
     )
     build_digest = await Get(Digest, DigestSubset(build.digest, PathGlobs(artifacts)))
     if upstream:

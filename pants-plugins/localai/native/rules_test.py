@@ -87,13 +87,14 @@ def test_the_build_reads_the_table_through_the_engine(rule_runner):
 
 def test_build_record_json():
     info = json.dumps({"ggml_version": "0.25.3", "cmake_options": {"GGML_AVX2": "ON"}, "zig_target": "x86_64-linux-gnu.2.28",
-                       "sanitizer_coverage": True, "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"]})
+                       "sanitizer_coverage": True, "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"],
+                       "defines": ["GGML_MAX_NAME=128"]})
     meta = json.loads(build_record_json(name="minilm", cpu_level="avx2", library="libminilm.so", lib_sha256="ab" * 32,
                                         header="minilm.h", ggml=GgmlBuild(digest=None, version="0.25.3", build_info=info)))
     assert meta == {"name": "minilm", "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"], "library": "libminilm.so",
                     "sha256": "ab" * 32, "header": "minilm.h", "ggml_version": "0.25.3",
-                    "ggml_cmake_options": {"GGML_AVX2": "ON"}, "target": "x86_64-linux-gnu.2.28",
-                    "sanitizer_coverage": True}
+                    "ggml_cmake_options": {"GGML_AVX2": "ON"}, "ggml_defines": ["GGML_MAX_NAME=128"],
+                    "target": "x86_64-linux-gnu.2.28", "sanitizer_coverage": True}
 
 
 def _driver():
@@ -203,6 +204,7 @@ native_engine(
     upstream_defines=["X_BUILD", 'X_VERSION="1.0"'],
     exports=["x_*"],
     cmake_options={"X_OPT": "ON"},
+    ggml_defines=["GGML_MAX_NAME=128"],
     sources=[],
 )
 """
@@ -214,10 +216,14 @@ def test_third_party_engine_fields(rule_runner):
     fs = NativeEngineFieldSet.create(tgt)
     spec = fs.upstream()
     assert spec.subdir == "x.cpp" and spec.exports == ("x_*",) and spec.library == "libx.so"
-    argv = spec.argv("a.tar.gz")
+    argv = spec.objects_argv("a.tar.gz")
     assert argv[:4] == ["--upstream-archive", "a.tar.gz", "--upstream-subdir", "x.cpp"]
-    assert ["--export", "x_*"] == argv[argv.index("--export"):argv.index("--export") + 2]
+    # The compile step knows nothing of the link: its cache key is the same for every CPU level
+    # and independent of the exported API.
+    assert "--export" not in argv and "--library" not in argv and "avx2" not in argv
+    assert spec.link_argv() == ["--library", "libx.so", "--export", "x_*"]
     assert dict(fs.cmake_options.value) == {"X_OPT": "ON"} and fs.ggml_subdir.value == "x.cpp/ggml"
+    assert fs.ggml_defines.value == ("GGML_MAX_NAME=128",)
 
 
 @pytest.mark.parametrize("fields,needs", [
@@ -241,16 +247,33 @@ def test_driver_generates_a_project_exporting_only_the_given_globs(tmp_path):
     (tmp_path / "src" / "b.cpp").write_text("")
     (tmp_path / "src" / "a.cpp").write_text("")
     a = argparse.Namespace(upstream_source=["src/*.cpp"], upstream_subdir="x.cpp", upstream_include=["include"],
-                           upstream_define=['X_VERSION="1.0"'], export=["x_*", "y_init"], library="libx.so")
-    text = d.upstream_project(a, str(tmp_path))
-    assert 'add_library(engine SHARED "src/a.cpp" "src/b.cpp")' in text  # sorted: deterministic
-    assert 'OUTPUT_NAME "x"' in text and "-Wl,--version-script=" in text and "--build-id=none" in text
-    assert '"X_VERSION=\\"1.0\\""' in text  # CMake-quoted: the definition keeps its quotes
-    assert (tmp_path / "localai-exports.map").read_text() == "{\n  global:\n    x_*;\n    y_init;\n  local:\n    *;\n};\n"
+                           upstream_define=['X_VERSION="1.0"'], ggml_define=["GGML_MAX_NAME=128"])
+    text = d.upstream_project(a, str(tmp_path), "/g/include")
+    assert 'add_library(upstream STATIC "src/a.cpp" "src/b.cpp")' in text  # sorted: deterministic
+    assert '"include" "/g/include"' in text and "VISIBILITY_PRESET hidden" in text
+    # CMake-quoted: the definition keeps its quotes; ggml's definitions apply to code using its headers.
+    assert '"X_VERSION=\\"1.0\\"" "GGML_MAX_NAME=128"' in text
+    assert d.exports_map(["x_*", "y_init"]) == "{\n  global:\n    x_*;\n    y_init;\n  local:\n    *;\n};\n"
     with pytest.raises(SystemExit, match="matches no file"):
-        d.upstream_project(argparse.Namespace(**{**vars(a), "upstream_source": ["nope/*.c"]}), str(tmp_path))
+        d.upstream_project(argparse.Namespace(**{**vars(a), "upstream_source": ["nope/*.c"]}), str(tmp_path), "/g")
     with pytest.raises(SystemExit, match="--export"):
-        d.upstream_project(argparse.Namespace(**{**vars(a), "export": []}), str(tmp_path))
+        d.exports_map([])
+    with pytest.raises(SystemExit, match="--ggml-define"):
+        d.upstream_project(argparse.Namespace(**{**vars(a), "ggml_define": ["-O0"]}), str(tmp_path), "/g")
+
+
+def test_localai_engine_macro_forwards_ggml_defines(rule_runner):
+    macros = (Path(__file__).parent.parent / "macros.py").read_text()
+    rule_runner.write_files({
+        "prelude.py": macros,
+        "engines/x/BUILD": 'localai_engine(library="libx.so", header="x.h", ggml_archive="3rdparty/native:ggml", '
+                           'ggml_defines=["GGML_MAX_NAME=128"], upstream_subdir="x", upstream_sources=["a.cpp"], '
+                           'exports=["x_*"], fuzz=False)',
+    })
+    rule_runner.set_options(["--build-file-prelude-globs=prelude.py"])
+    for level in CPU_LEVELS:
+        fs = NativeEngineFieldSet.create(rule_runner.get_target(Address("engines/x", target_name=level)))
+        assert fs.ggml_defines.value == ("GGML_MAX_NAME=128",) and fs.upstream().subdir == "x"
 
 
 def test_driver_extra_cmake_options_cannot_override_fixed_ones():

@@ -64,12 +64,26 @@ class GgmlSubdirField(StringField):
     )
 
 
+class GgmlDefinesField(StringSequenceField):
+    alias = "ggml_defines"
+    default = ()
+    help = help_text(
+        """
+        Preprocessor definitions (`NAME` or `NAME=VALUE`) for ggml and for every source compiled
+        against ggml's headers, e.g. [\"GGML_MAX_NAME=128\"] for stable-diffusion.cpp (a compile
+        definition that changes `struct ggml_tensor`, not a CMake option: both sides must agree).
+        Part of the cache key of the ggml and objects steps.
+        """
+    )
+
+
 class CMakeOptionsField(DictStringToStringField):
     alias = "cmake_options"
     help = help_text(
         """
-        Extra `-D<key>=<value>` options for both CMake steps (ggml and the engine), on top of the
-        fixed hermetic/ISA options. Part of the cache key of both steps.
+        Extra `-D<key>=<value>` options for both CMake steps (ggml and the engine's own project, or
+        the objects step of a third-party engine), on top of the fixed hermetic/ISA options. Part
+        of the cache key of both steps.
         """
     )
 
@@ -83,7 +97,8 @@ class UpstreamSubdirField(StringField):
         (below its top directory, e.g. `whisper.cpp`), not a CMake project in the target's
         directory. The engine step generates the CMake project from `upstream_sources`,
         `upstream_include_dirs`, `upstream_defines` and `exports`; `header` is then relative to
-        this directory.
+        this directory. Those sources are compiled once (one cached process for every CPU level:
+        they only call ggml's API) and linked per level against that level's static ggml.
         """
     )
 
@@ -167,6 +182,7 @@ class NativeEngineTarget(Target):
         CpuLevelField,
         GgmlArchiveField,
         GgmlSubdirField,
+        GgmlDefinesField,
         CMakeOptionsField,
         UpstreamSubdirField,
         UpstreamSourcesField,
