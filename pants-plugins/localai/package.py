@@ -44,7 +44,7 @@ from pants.engine.fs import (
     RemovePrefix,
 )
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.addresses import Address, UnparsedAddressInputs
+from pants.engine.addresses import Address
 from pants.engine.target import (
     Dependencies,
     DependenciesRequest,
@@ -126,15 +126,6 @@ class EngineArtifacts:
 NATIVE_TOOLCHAIN_LOCK = "lockfiles/native-toolchain.lock"
 
 
-def _http_source(tgt) -> tuple[str, str] | None:
-    """(url, sha256) of a `file(source=http_source(...))` target."""
-    for field in tgt.field_values.values():
-        value = getattr(field, "value", None)
-        if getattr(value, "url", None) and getattr(value, "sha256", None):
-            return value.url, value.sha256
-    return None
-
-
 @rule(desc="Build a backend's native engines", level=LogLevel.DEBUG)
 async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtifacts:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
@@ -154,23 +145,12 @@ async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtif
     if built:
         # The engines' build records (localai.native.rules.BUILD_RECORD).
         records = await Get(DigestContents, DigestSubset(merged, PathGlobs(["**/build-record.json"])))
-        archives = await MultiGet(
-            Get(
-                Targets,
-                UnparsedAddressInputs(
-                    [fs.ggml_archive.value], owning_address=fs.address, description_of_origin=f"the ggml_archive of {fs.address}"
-                ),
-            )
-            for fs in engines
-        )
-        sources = {src for ts in archives for t in ts if (src := _http_source(t))}
         toolchain = await Get(MaybeLockfile, LockfileRequest(NATIVE_TOOLCHAIN_LOCK))
         components = tuple(
             json.dumps(c, sort_keys=True)  # hashable, as engine values must be
             for c in engine_components(
                 {fc.path: json.loads(fc.content) for fc in records},
                 toolchain.lockfile.requirements() if toolchain.lockfile else (),
-                tuple(sorted(sources)),
             )
         )
     return EngineArtifacts(await Get(Digest, AddPrefix(merged, BACKEND_PACKAGE)), components)

@@ -43,10 +43,11 @@ def _component(req: LockedRequirement) -> dict:
     }
 
 
-def engine_components(records: dict[str, dict], toolchain: tuple[LockedRequirement, ...], sources: tuple[tuple[str, str], ...]) -> tuple[dict, ...]:
+def engine_components(records: dict[str, dict], toolchain: tuple[LockedRequirement, ...]) -> tuple[dict, ...]:
     """Components of native engines carried in the artifact: each library (path -> its build
-    record), the C/C++ source archives they were compiled from ((url, sha256)), and the locked
-    toolchain (zig, cmake, ninja) that compiled them."""
+    record), the pinned C/C++ source archives they were compiled from (each record's `source`),
+    and the locked toolchain (zig, cmake, ninja) that compiled them."""
+    sources = {(src["url"], src["sha256"]) for rec in records.values() if (src := rec.get("source")) and src.get("url")}
     out = []
     for path, rec in sorted(records.items()):
         out.append(
@@ -61,7 +62,7 @@ def engine_components(records: dict[str, dict], toolchain: tuple[LockedRequireme
                                {"name": "localai:cpu_flags", "value": " ".join(rec.get("cpu_flags", ()))}],
             }
         )
-    for url, sha in sorted(sources):
+    for url, sha in sorted(sources):  # one per archive, however many CPU levels were built from it
         out.append(
             {
                 "type": "library",

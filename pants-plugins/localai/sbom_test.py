@@ -78,11 +78,21 @@ def test_native_engines_list_library_source_archive_and_toolchain() -> None:
         fake_lockfile({"ziglang": ("0.17.1", [("https://files.example/ziglang.whl", "99" * 32)])}).encode(), "toolchain.lock"
     )
     comps = engine_components(
-        {"localai_backend/engines/minilm/avx2/build-record.json": {"name": "minilm", "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"], "library": "libminilm.so", "sha256": "aa" * 32, "ggml_version": "0.25.3", "target": "x86_64-linux-gnu.2.28"}},
+        {
+            f"localai_backend/engines/minilm/{level}/build-record.json": {
+                "name": "minilm", "cpu_level": level, "cpu_flags": flags, "library": "libminilm.so", "sha256": sha * 32,
+                "ggml_version": "0.25.3", "target": "x86_64-linux-gnu.2.28",
+                "source": {"archive": "3rdparty/native:sdist", "url": "https://files.example/llama_cpp_python-0.3.36.tar.gz",
+                           "sha256": "83" * 32},
+            }
+            for level, flags, sha in (("avx2", ["avx", "avx2"], "aa"), ("fallback", [], "bb"))
+        },
         toolchain,
-        (("https://files.example/llama_cpp_python-0.3.36.tar.gz", "83" * 32),),
     )
-    by_ref = {c["bom-ref"].split(":")[0]: c for c in comps}
+    assert [c["bom-ref"].split(":")[0] for c in comps] == ["native", "native", "source", "toolchain"]  # one source for two levels
+    by_ref = {}
+    for c in comps:
+        by_ref.setdefault(c["bom-ref"].split(":")[0], c)  # the first of each kind: avx2's library
     assert by_ref["native"]["hashes"] == [{"alg": "SHA-256", "content": "aa" * 32}] and by_ref["native"]["version"] == "0.25.3"
     assert by_ref["native"]["name"] == "minilm/avx2/libminilm.so"
     assert {"name": "localai:cpu_flags", "value": "avx avx2"} in by_ref["native"]["properties"]
@@ -92,4 +102,4 @@ def test_native_engines_list_library_source_archive_and_toolchain() -> None:
         cyclonedx_sbom(name="minilm-ggml", version="0.1.0", artifact="backend.pex", artifact_sha256="ee" * 32,
                        lockfile="l", lockfile_sha256="11" * 32, requirements=(), extra_components=comps)
     )
-    assert len(sbom["components"]) == 3 and len({c["bom-ref"] for c in sbom["components"]}) == 3
+    assert len(sbom["components"]) == 4 and len({c["bom-ref"] for c in sbom["components"]}) == 4

@@ -56,6 +56,19 @@ def test_pex_carries_the_engine_and_no_torch() -> None:
     assert not [d for d in pex_distributions(pex) if d.startswith(("torch", "nvidia"))]
 
 
+def test_sbom_names_the_pinned_source_archive_each_engine_was_compiled_from() -> None:
+    import json
+
+    sbom = json.loads(dist_path("minilm-ggml", "cpu", "sbom.cdx.json").read_text())
+    sources = [c for c in sbom["components"] if c["bom-ref"].startswith("source:")]
+    # ggml 0.25.3 from PyPI's llama_cpp_python 0.3.36 sdist, whose published sha256 this is.
+    (ref,) = [r for c in sources for r in c["externalReferences"]]
+    assert ref["url"].endswith("/llama_cpp_python-0.3.36.tar.gz")
+    assert ref["hashes"] == [{"alg": "SHA-256", "content": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"}]
+    libraries = [c for c in sbom["components"] if c["bom-ref"].startswith("native:")]
+    assert sorted(c["name"] for c in libraries) == [f"minilm/{l}/libminilm.so" for l in ("avx2", "avx512", "fallback")]
+
+
 def test_native_matches_sentence_transformers_and_the_python_backend(native, python_backend) -> None:
     from sentence_transformers import SentenceTransformer
 

@@ -150,6 +150,12 @@ def cmake_option_args(options) -> tuple[str, ...]:
 class ArchiveFile:
     digest: Digest
     path: str
+    url: str = ""  # the http_source pin ("" for a file in the repository)
+    sha256: str = ""
+
+    def source_record(self, address: Address) -> dict:
+        """Where an engine's sources come from, for its build record and the backends' SBOMs."""
+        return {"archive": str(address), "url": self.url, "sha256": self.sha256}
 
 
 @rule(desc="Fetch a pinned native archive", level=LogLevel.DEBUG)
@@ -168,7 +174,8 @@ async def archive_file(address: Address) -> ArchiveFile:
     files = archive.snapshot.files
     if len(files) != 1:
         raise NativeBuildError(f"{address}: expected one archive file, got {files}")
-    return ArchiveFile(archive.snapshot.digest, files[0])
+    pin = targets[0][FileSourceField].value
+    return ArchiveFile(archive.snapshot.digest, files[0], getattr(pin, "url", ""), getattr(pin, "sha256", ""))
 
 
 @dataclass(frozen=True)
@@ -380,7 +387,7 @@ class NativeEngineFieldSet(PackageFieldSet):
 
 
 def build_record_json(*, name: str, cpu_level: str, library: str, lib_sha256: str, header: str, ggml: GgmlBuild,
-                      upstream: dict | None = None) -> bytes:
+                      source: dict, upstream: dict | None = None) -> bytes:
     """The engine's build record; `cpu_flags` are the /proc/cpuinfo flags a machine needs to load
     the library (the driver derives them from the CPU level table along with the ISA options)."""
     info = json.loads(ggml.build_info)
@@ -395,6 +402,7 @@ def build_record_json(*, name: str, cpu_level: str, library: str, lib_sha256: st
                 "library": library,
                 "sha256": lib_sha256,
                 "header": header,
+                "source": source,  # ArchiveFile.source_record: the pinned archive compiled
                 "ggml_version": ggml.version,
                 "ggml_cmake_options": info.get("cmake_options", {}),
                 "ggml_defines": info.get("defines", []),
@@ -420,6 +428,7 @@ async def package_native_engine(field_set: NativeEngineFieldSet, table: CpuLevel
             description_of_origin=f"the `ggml_archive` field of {address}",
         ),
     )
+    source = await Get(ArchiveFile, Address, archive[0].address)
     library = field_set.library.value
     test_binary = field_set.test_binary.value
     if field_set.include_test_binary.value and not test_binary:
@@ -463,6 +472,7 @@ async def package_native_engine(field_set: NativeEngineFieldSet, table: CpuLevel
                         lib_sha256=lib_sha,
                         header=header_name,
                         ggml=build.ggml,
+                        source=source.source_record(archive[0].address),
                         upstream=(
                             {"archive": str(archive[0].address), "subdir": upstream.subdir, "exports": list(upstream.exports),
                              "defines": list(upstream.defines)}

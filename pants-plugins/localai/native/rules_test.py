@@ -90,11 +90,13 @@ def test_build_record_json():
                        "sanitizer_coverage": True, "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"],
                        "defines": ["GGML_MAX_NAME=128"]})
     meta = json.loads(build_record_json(name="minilm", cpu_level="avx2", library="libminilm.so", lib_sha256="ab" * 32,
-                                        header="minilm.h", ggml=GgmlBuild(digest=None, version="0.25.3", build_info=info)))
+                                        header="minilm.h", ggml=GgmlBuild(digest=None, version="0.25.3", build_info=info),
+                                        source={"archive": "3rdparty/native:sdist", "url": "https://x/s.tar.gz", "sha256": "cd" * 32}))
     assert meta == {"name": "minilm", "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"], "library": "libminilm.so",
                     "sha256": "ab" * 32, "header": "minilm.h", "ggml_version": "0.25.3",
                     "ggml_cmake_options": {"GGML_AVX2": "ON"}, "ggml_defines": ["GGML_MAX_NAME=128"],
-                    "target": "x86_64-linux-gnu.2.28", "sanitizer_coverage": True}
+                    "target": "x86_64-linux-gnu.2.28", "sanitizer_coverage": True,
+                    "source": {"archive": "3rdparty/native:sdist", "url": "https://x/s.tar.gz", "sha256": "cd" * 32}}
 
 
 def _driver():
