@@ -74,9 +74,9 @@ def test_fresh_clone_is_served_by_the_remote_cache(server, tmp_path) -> None:
     s2 = stats(out2)
     assert s2["local_cache_requests_cached"] == 0  # the local cache really was empty
     assert s2["remote_cache_requests"] > 0
-    ran = [l for l in out2.splitlines() if "Starting:" in l]  # what clone 2 still ran itself
-    assert s2["remote_cache_requests_cached"] == s2["remote_cache_requests"], (
-        {k: v for k, v in s2.items() if k.startswith(("remote_cache", "local_execution"))}, ran)
+    # On a miss: Pants' warnings (why a read failed), then what clone 2 still ran itself.
+    why = [l for l in out2.splitlines() if "WARN" in l or "rror" in l] + [l for l in out2.splitlines() if "Starting:" in l]
+    assert s2["remote_cache_requests_cached"] == s2["remote_cache_requests"], "\n".join(why)
     folder = "dist/backends/silero-vad/cpu"
     assert set(tree_sha256(clone1 / folder)) >= set(ARTIFACTS)
     assert tree_sha256(clone1 / folder) == tree_sha256(clone2 / folder)
