@@ -118,8 +118,6 @@ SD_LOG_WARN, SD_LOG_ERROR = 2, 3
 
 _SIGNATURES = {
     "sd_set_log_callback": ([_LOG_CALLBACK, c_void_p], None),
-    "sd_get_system_info": ([], c_char_p),
-    "sd_version": ([], c_char_p),
     "sd_ctx_params_init": ([ctypes.POINTER(CtxParams)], None),
     "sd_img_gen_params_init": ([ctypes.POINTER(ImgGenParams)], None),
     "new_sd_ctx": ([ctypes.POINTER(CtxParams)], c_void_p),
@@ -131,9 +129,6 @@ _SIGNATURES = {
     "str_to_scheduler": ([c_char_p], c_enum),
     "sd_scheduler_name": ([c_enum], c_char_p),
     "str_to_rng_type": ([c_char_p], c_enum),
-    "str_to_prediction": ([c_char_p], c_enum),
-    "sd_get_default_sample_method": ([c_void_p], c_enum),
-    "sd_get_default_scheduler": ([c_void_p, c_enum], c_enum),
 }
 
 
@@ -193,7 +188,6 @@ class Library:
         self._libc.free.argtypes, self._libc.free.restype = [c_void_p], None
         self.lock = threading.Lock()
         self._errors: collections.deque[str] = collections.deque(maxlen=20)
-        self._verbose = verbose
 
         def log(level, text, _data):
             msg = (text or b"").decode(errors="replace").rstrip()
@@ -254,9 +248,6 @@ class Library:
         if bad:
             raise SDError(f"{self.path}: stable-diffusion.h does not match binding.py ({{field: (got, expected)}}: {bad})")
 
-    def version(self) -> str:
-        return self.lib.sd_version().decode()
-
     def last_errors(self) -> str:
         return " | ".join(self._errors) or "no error logged"
 
@@ -310,11 +301,6 @@ class Library:
 class Model:
     def __init__(self, library: Library, ctx: int):
         self.library, self.ctx = library, ctx
-
-    def default_sampler(self) -> tuple[str, str]:
-        lib = self.library.lib
-        m = lib.sd_get_default_sample_method(self.ctx)
-        return lib.sd_sample_method_name(m).decode(), lib.sd_scheduler_name(lib.sd_get_default_scheduler(self.ctx, m)).decode()
 
     def generate(self, prompt: str, negative_prompt: str = "", width: int = 512, height: int = 512, steps: int = 20,
                  seed: int = 42, cfg_scale: float = 0.0, sample_method: int | None = None,

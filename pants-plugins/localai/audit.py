@@ -32,7 +32,6 @@ from pants.engine.fs import (
     DigestEntries,
     DigestSubset,
     FileContent,
-    FileEntry,
     MergeDigests,
     PathGlobs,
 )
@@ -44,7 +43,7 @@ from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
 from localai.accelerators import Accelerator, canonical_soname, is_gpu_runtime
-from localai.package import BackendVariantFieldSet
+from localai.package import BackendVariantFieldSet, PexTree
 from localai.variant import BackendVariant, BackendVariantRequest
 
 
@@ -189,15 +188,12 @@ class BuiltArtifact:
 @rule(desc="Audit a built backend artifact", level=LogLevel.DEBUG)
 async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
     accel = artifact.accelerator
-    entries = await Get(DigestEntries, Digest, artifact.digest)
-    files = [e for e in entries if isinstance(e, FileEntry) and e.path.startswith(artifact.pex_path + "/")]
-    pex_info = next((e for e in files if e.path == f"{artifact.pex_path}/PEX-INFO"), None)
-    if pex_info is None:
+    info = await Get(DigestContents, DigestSubset(artifact.digest, PathGlobs([f"{artifact.pex_path}/PEX-INFO"])))
+    if not info:
         raise ValueError(f"{artifact.pex_path}: no PEX-INFO, so not a packed PEX: the audit cannot list its wheels")
-    (info,) = await Get(DigestContents, DigestSubset(artifact.digest, PathGlobs([pex_info.path])))
-    dists = sorted(json.loads(info.content)["distributions"])
-    size = sum(e.file_digest.serialized_bytes_length for e in files)
-    size_line, over_budget = judge_size(artifact.pex_path, size, artifact.budget_mb)
+    dists = sorted(json.loads(info[0].content)["distributions"])
+    tree = PexTree.of(await Get(DigestEntries, Digest, artifact.digest), artifact.pex_path)
+    size_line, over_budget = judge_size(artifact.pex_path, tree.size, artifact.budget_mb)
     scan = await Get(ElfScan, ElfScanRequest(artifact.digest, (artifact.pex_path,), accel.python))
     return ArtifactAudit(
         forbidden=accel.forbidden_in((project_of_wheel(d), version_of_wheel(d)) for d in dists),

@@ -131,7 +131,7 @@ class GgmlBuildRequest:
     sanitizer_coverage: bool = False
     ggml_subdir: str = "vendor/llama.cpp/ggml"
     cmake_options: tuple[tuple[str, str], ...] = ()
-    defines: tuple[str, ...] = ()
+    ggml_defines: tuple[str, ...] = ()
 
 
 def ggml_define_args(defines) -> tuple[str, ...]:
@@ -192,7 +192,7 @@ async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain, tabl
     input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver, table.digest]))
     coverage = ("--sanitizer-coverage",) if request.sanitizer_coverage else ()
     options = ("--ggml-subdir", request.ggml_subdir, *cmake_option_args(request.cmake_options),
-               *ggml_define_args(request.defines))
+               *ggml_define_args(request.ggml_defines))
     result = await Get(
         ProcessResult,
         VenvPexProcess,
@@ -474,7 +474,7 @@ async def package_native_engine(field_set: NativeEngineFieldSet, table: CpuLevel
                         ggml=build.ggml,
                         source=source.source_record(archive[0].address),
                         upstream=(
-                            {"archive": str(archive[0].address), "subdir": upstream.subdir, "exports": list(upstream.exports),
+                            {"subdir": upstream.subdir, "exports": list(upstream.exports),  # of `source`
                              "defines": list(upstream.defines)}
                             if upstream else None
                         ),
