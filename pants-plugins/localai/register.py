@@ -1,8 +1,16 @@
-"""The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator."""
-from localai import accelerators, audit, claims, lockfile, package, proto, requirements, status, variant
-from localai import bundle, ci_matrix, export, gallery, image, proto_diff, publish
-from localai import localai_import, localai_layout, localai_package, portable_python, resolves
+"""The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator.
+
+Rooms: model/ (what a variant is), package/ (the backend PEX, folder and records), oci/ (the
+image and its push), upstream/ (LocalAI's own folders), goals/ (generated outputs), lint/
+(audit and staleness checks), native/ (C++ engines, registered as `localai.native`).
+"""
 from localai import target_types as localai_target_types
+from localai.goals import bundle, ci_matrix, claims, export, gallery, resolves, status
+from localai.lint import audit
+from localai.model import accelerators, lockfile, requirements, variant
+from localai.oci import image, publish
+from localai.package import backend, portable_python, proto, sources
+from localai.upstream import importer, layout, proto_diff
 
 
 def target_types():
@@ -16,7 +24,7 @@ def rules():
         *variant.rules(),
         *requirements.rules(),
         *proto.rules(),
-        *package.rules(),
+        *backend.rules(),
         *image.rules(),
         *publish.rules(),
         *audit.rules(),
@@ -27,9 +35,9 @@ def rules():
         *ci_matrix.rules(),
         *export.rules(),
         *proto_diff.rules(),
-        *localai_layout.rules(),
-        *localai_package.rules(),
-        *localai_import.rules(),
+        *layout.rules(),
+        *sources.rules(),
+        *importer.rules(),
         *resolves.rules(),
         *portable_python.rules(),
     )

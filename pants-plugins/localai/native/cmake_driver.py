@@ -36,7 +36,6 @@ directory, static ggml, `-s` at link (set by the engine's CMakeLists.txt).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re

@@ -18,11 +18,13 @@ from pants.engine.fs import Digest, DigestContents, PathGlobs
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
+from localai.errors import LocalAIError
+
 TABLE_PATH = "backends/common/cpu_levels.json"
 _BUILD_ROOT = Path(__file__).resolve().parents[3]
 
 
-class CpuLevelTableError(Exception):
+class CpuLevelTableError(LocalAIError):
     pass
 
 
@@ -31,7 +33,7 @@ def level_names(content: bytes | str, origin: str = TABLE_PATH) -> tuple[str, ..
     try:
         levels = json.loads(content)["levels"]
     except (ValueError, KeyError, TypeError) as e:
-        raise CpuLevelTableError(f"{origin}: not a CPU level table ({e!r}); expected {{\"levels\": {{name: [...]}}}}")
+        raise CpuLevelTableError(f"{origin}: not a CPU level table ({e!r}); expected {{\"levels\": {{name: [...]}}}}") from e
     if not levels:
         raise CpuLevelTableError(f"{origin}: `levels` is empty")
     return tuple(levels)
@@ -43,7 +45,7 @@ def _names_at_load() -> tuple[str, ...]:
         return level_names(path.read_bytes(), str(path))
     except OSError as e:
         raise CpuLevelTableError(f"{path}: cannot read the CPU level table ({e.strerror}); the localai "
-                                 f"native plugin expects it at {TABLE_PATH} of the repository")
+                                 f"native plugin expects it at {TABLE_PATH} of the repository") from e
 
 
 CPU_LEVELS = _names_at_load()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pkgutil
 from dataclasses import dataclass
 
 from pants.backend.python.subsystems.setup import PythonSetup
@@ -45,6 +44,9 @@ from pants.engine.target import HydratedSources, HydrateSourcesRequest, Targets
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
+from localai.errors import LocalAIError
+from localai.model.records import BUILD_RECORD, canonical_json
+from localai.model.variant import lockfile_path
 from localai.native.cpu_levels import TABLE_PATH, CpuLevelTable
 from localai.native.target_types import (
     CMakeOptionsField,
@@ -64,8 +66,10 @@ from localai.native.target_types import (
     UpstreamSourcesField,
     UpstreamSubdirField,
 )
+from localai.scripts import script_file
 
 TOOLCHAIN_RESOLVE = "native-toolchain"
+NATIVE_TOOLCHAIN_LOCK = lockfile_path(TOOLCHAIN_RESOLVE)
 TOOLCHAIN_REQUIREMENTS = ("ziglang", "cmake", "ninja")  # versions pinned by the resolve's lockfile
 DRIVER_PATH = "__localai_native/cmake_driver.py"
 ZIG_CACHE_NAME = "localai_zig"
@@ -73,10 +77,9 @@ ZIG_CACHE_DIR = ".cache/zig"
 GGML_OUT = "ggml-out"
 OBJECTS_OUT = "objects-out"
 ENGINE_OUT = "engine-out"
-BUILD_RECORD = "build-record.json"  # as the backends' (LocalAI owns metadata.json in a backend folder)
 
 
-class NativeBuildError(Exception):
+class NativeBuildError(LocalAIError):
     pass
 
 
@@ -103,8 +106,6 @@ class NativeToolchain:
 @rule(desc="Set up the hermetic C/C++ toolchain (zig, cmake, ninja)", level=LogLevel.DEBUG)
 async def native_toolchain(python_setup: PythonSetup) -> NativeToolchain:
     ics = python_setup.resolves_to_interpreter_constraints.get(TOOLCHAIN_RESOLVE) or python_setup.interpreter_constraints
-    driver_source = pkgutil.get_data("localai.native", "cmake_driver.py")
-    assert driver_source is not None
     venv_pex, driver = await MultiGet(
         Get(
             VenvPex,
@@ -119,7 +120,7 @@ async def native_toolchain(python_setup: PythonSetup) -> NativeToolchain:
                 interpreter_constraints=InterpreterConstraints(ics),
             ),
         ),
-        Get(Digest, CreateDigest([FileContent(DRIVER_PATH, driver_source)])),
+        Get(Digest, CreateDigest([script_file("localai.native", "cmake_driver.py", DRIVER_PATH)])),
     )
     return NativeToolchain(venv_pex, driver)
 
@@ -386,34 +387,29 @@ class NativeEngineFieldSet(PackageFieldSet):
         )
 
 
-def build_record_json(*, name: str, cpu_level: str, library: str, lib_sha256: str, header: str, ggml: GgmlBuild,
+def engine_record_json(*, name: str, cpu_level: str, library: str, lib_sha256: str, header: str, ggml: GgmlBuild,
                       source: dict, upstream: dict | None = None) -> bytes:
     """The engine's build record; `cpu_flags` are the /proc/cpuinfo flags a machine needs to load
     the library (the driver derives them from the CPU level table along with the ISA options)."""
     info = json.loads(ggml.build_info)
     extra = {"upstream": upstream} if upstream else {}
-    return (
-        json.dumps(
-            {
-                **extra,
-                "name": name,
-                "cpu_level": cpu_level,
-                "cpu_flags": info["cpu_flags"],
-                "library": library,
-                "sha256": lib_sha256,
-                "header": header,
-                "source": source,  # ArchiveFile.source_record: the pinned archive compiled
-                "ggml_version": ggml.version,
-                "ggml_cmake_options": info.get("cmake_options", {}),
-                "ggml_defines": info.get("defines", []),
-                "sanitizer_coverage": info.get("sanitizer_coverage", False),
-                "target": info.get("zig_target"),
-            },
-            indent=2,
-            sort_keys=True,
-        )
-        + "\n"
-    ).encode()
+    return canonical_json(
+        {
+            **extra,
+            "name": name,
+            "cpu_level": cpu_level,
+            "cpu_flags": info["cpu_flags"],
+            "library": library,
+            "sha256": lib_sha256,
+            "header": header,
+            "source": source,  # ArchiveFile.source_record: the pinned archive compiled
+            "ggml_version": ggml.version,
+            "ggml_cmake_options": info.get("cmake_options", {}),
+            "ggml_defines": info.get("defines", []),
+            "sanitizer_coverage": info.get("sanitizer_coverage", False),
+            "target": info.get("zig_target"),
+        }
+    )
 
 
 @rule(desc="Package a native engine", level=LogLevel.DEBUG)
@@ -465,7 +461,7 @@ async def package_native_engine(field_set: NativeEngineFieldSet, table: CpuLevel
             [
                 FileContent(
                     BUILD_RECORD,
-                    build_record_json(
+                    engine_record_json(
                         name=os.path.basename(address.spec_path),
                         cpu_level=field_set.cpu_level.value,
                         library=library,

@@ -16,7 +16,7 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from localai.native import register
 from localai.native.cpu_levels import _BUILD_ROOT, TABLE_PATH, CpuLevelTable, CpuLevelTableError
-from localai.native.rules import GgmlBuild, NativeBuildError, NativeEngineFieldSet, build_record_json
+from localai.native.rules import GgmlBuild, NativeBuildError, NativeEngineFieldSet, engine_record_json
 from localai.native.target_types import (
     CPU_LEVELS,
     CpuLevelField,
@@ -85,11 +85,11 @@ def test_the_build_reads_the_table_through_the_engine(rule_runner):
         table.check("avx2", "engines/x:avx2")
 
 
-def test_build_record_json():
+def test_engine_record_json():
     info = json.dumps({"ggml_version": "0.25.3", "cmake_options": {"GGML_AVX2": "ON"}, "zig_target": "x86_64-linux-gnu.2.28",
                        "sanitizer_coverage": True, "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"],
                        "defines": ["GGML_MAX_NAME=128"]})
-    meta = json.loads(build_record_json(name="minilm", cpu_level="avx2", library="libminilm.so", lib_sha256="ab" * 32,
+    meta = json.loads(engine_record_json(name="minilm", cpu_level="avx2", library="libminilm.so", lib_sha256="ab" * 32,
                                         header="minilm.h", ggml=GgmlBuild(digest=None, version="0.25.3", build_info=info),
                                         source={"archive": "3rdparty/native:sdist", "url": "https://x/s.tar.gz", "sha256": "cd" * 32}))
     assert meta == {"name": "minilm", "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"], "library": "libminilm.so",

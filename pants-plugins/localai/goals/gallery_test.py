@@ -1,0 +1,181 @@
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import yaml  # pants: no-infer-dep (PyYAML comes with pantsbuild.pants)
+from pants.engine.internals.scheduler import ExecutionError
+
+from localai.goals.gallery import LOCALAI_CAPABILITIES, GalleryGoal
+from localai.testutil import backend_files, fake_lockfile, make_rule_runner, repo_file, resolve_options
+
+ACCELS = ["cpu", "cuda12", "cuda13", "rocm", "metal"]
+LOCKED = ["cpu", "cuda12", "cuda13", "metal"]  # rocm has no lockfile: left out
+
+
+def _setup(rule_runner, *, built=LOCKED, matrix=None, gallery_yaml=None) -> None:
+    lock = fake_lockfile({"torch": ("2.13.0", [("https://example/torch.whl", "ab" * 32)])})
+    files = backend_files("diffusers", {a: "" for a in ACCELS})
+    files["backends/diffusers/backend.py"] = '"""Image generation with Hugging Face diffusers."""\n'
+    if matrix is not None:
+        files["3rdparty/accelerators.toml"] = matrix
+    if gallery_yaml is not None:
+        files["backends/diffusers/gallery.yaml"] = gallery_yaml
+    for a in LOCKED:
+        files[f"lockfiles/diffusers-{a}.lock"] = lock
+    for i, a in enumerate(built):
+        files[f"dist/backends/diffusers/{a}/build-record.json"] = json.dumps(
+            {"artifact_sha256": "ff" * 32, "lockfile_sha256": hashlib.sha256(lock.encode()).hexdigest()}
+        )
+        files[f"dist/images/diffusers/{a}/image.json"] = json.dumps({"manifest_digest": f"sha256:{i:064x}"})
+        files[f"dist/images/diffusers/{a}/image.oci.tar"] = f"tarball of {a}"
+    rule_runner.write_files(files)
+
+
+def _run(rule_runner, *args, targets=("backends/diffusers::",), registry="--localai-oci-registry=registry.example"):
+    return rule_runner.run_goal_rule(
+        GalleryGoal, global_args=[*resolve_options("diffusers", ACCELS), registry], args=[*args, *targets]
+    )
+
+
+def test_index_has_localai_fields_and_capabilities_name_concrete_entries() -> None:
+    rule_runner = make_rule_runner()
+    _setup(rule_runner, gallery_yaml="license: apache-2.0\ntags: [image-generation]\nurls: [https://github.com/huggingface/diffusers]\n")
+    result = _run(rule_runner, "--localai-oci-repository=localai", "--localai-oci-mirrors=['m1.example/a', 'm2.example/b/']")
+    assert result.exit_code == 0
+    assert "dist/gallery/index.yaml" in result.stdout
+    assert "left out backends/diffusers:rocm: no lockfiles/diffusers-rocm.lock" in result.stderr
+
+    index = yaml.safe_load(Path(rule_runner.build_root, "dist/gallery/index.yaml").read_text())
+    by_name = {e["name"]: e for e in index}
+    assert sorted(by_name) == ["cpu-diffusers", "cuda12-diffusers", "cuda13-diffusers", "diffusers", "metal-diffusers"]
+    meta = by_name["diffusers"]
+    assert {"name", "alias", "license", "description", "urls", "tags", "capabilities"} <= set(meta)
+    assert meta["description"] == "Image generation with Hugging Face diffusers."  # backend.py docstring
+    assert meta["license"] == "apache-2.0" and meta["tags"] == ["image-generation"]
+    assert meta["capabilities"] == {
+        "default": "cpu-diffusers",
+        "nvidia": "cuda13-diffusers",
+        "nvidia-cuda-12": "cuda12-diffusers",
+        "nvidia-cuda-13": "cuda13-diffusers",
+        "metal": "metal-diffusers",
+        "cpu": "cpu-diffusers",
+        "metal-darwin-arm64": "metal-diffusers",
+    }
+    for key, entry in meta["capabilities"].items():
+        assert key in LOCALAI_CAPABILITIES
+        assert entry in by_name and "uri" in by_name[entry]
+    cpu = by_name["cpu-diffusers"]
+    digest = f"sha256:{0:064x}"
+    assert cpu["uri"] == f"registry.example/localai@{digest}"  # by digest, never a mutable tag
+    assert cpu["mirrors"] == [f"m1.example/a@{digest}", f"m2.example/b@{digest}"]
+    assert "sha256" not in cpu  # LocalAI checks sha256 only for plain downloads, not OCI images
+    assert cpu["alias"] == "diffusers"  # merged from the meta entry, as LocalAI's index does
+    assert by_name["cuda13-diffusers"]["uri"] == f"registry.example/localai@sha256:{2:064x}"
+
+
+def test_covers_only_the_targets_given() -> None:
+    rule_runner = make_rule_runner()
+    _setup(rule_runner, built=["cpu"])  # cuda12/cuda13/metal not built: not asked for either
+    result = _run(rule_runner, targets=("backends/diffusers:cpu",))
+    assert result.exit_code == 0
+    index = yaml.safe_load(Path(rule_runner.build_root, "dist/gallery/index.yaml").read_text())
+    assert sorted(e["name"] for e in index) == ["cpu-diffusers", "diffusers"]
+    assert index[0]["capabilities"] == {"default": "cpu-diffusers", "cpu": "cpu-diffusers"}
+
+
+def test_no_variant_given_names_the_command() -> None:
+    rule_runner = make_rule_runner()
+    _setup(rule_runner)
+    with pytest.raises(ExecutionError) as e:
+        _run(rule_runner, targets=("backends/diffusers:rocm",))
+    msg = str(e.value)
+    assert "was given no backend variant with a lockfile" in msg and "./pants localai-gallery backends::" in msg
+    assert "backends/diffusers:rocm: no lockfiles/diffusers-rocm.lock" in msg
+
+
+def test_no_registry_says_which_option() -> None:
+    rule_runner = make_rule_runner()
+    _setup(rule_runner)
+    with pytest.raises(ExecutionError) as e:
+        _run(rule_runner, registry="--localai-oci-registry=")
+    assert "--localai-oci-registry=<host[:port]>" in str(e.value) and "localai-bundle" in str(e.value)
+
+
+def test_bundle_points_at_ocifile_tarballs_it_copies() -> None:
+    from localai.goals.bundle import BundleGoal
+
+    rule_runner = make_rule_runner()
+    _setup(rule_runner, built=["cpu", "metal"])
+    result = rule_runner.run_goal_rule(
+        BundleGoal,
+        global_args=resolve_options("diffusers", ACCELS),
+        args=["--localai-bundle-location=/opt/localai-bundle", "backends/diffusers:cpu", "backends/diffusers:metal"],
+    )
+    assert result.exit_code == 0
+    out = Path(rule_runner.build_root, "dist/bundle")
+    index = yaml.safe_load((out / "index.yaml").read_text())
+    by_name = {e["name"]: e for e in index}
+    assert by_name["cpu-diffusers"]["uri"] == "ocifile:///opt/localai-bundle/images/cpu-diffusers.oci.tar"
+    assert (out / "images/cpu-diffusers.oci.tar").read_text() == "tarball of cpu"
+    assert (out / "images/metal-diffusers.oci.tar").read_text() == "tarball of metal"
+    assert sorted(p.name for p in (out / "images").iterdir()) == ["cpu-diffusers.oci.tar", "metal-diffusers.oci.tar"]
+
+
+def test_extra_capability_from_gallery_yaml() -> None:
+    rule_runner = make_rule_runner()
+    _setup(rule_runner, gallery_yaml="capabilities:\n  nvidia-l4t: cuda12\n")
+    _run(rule_runner)
+    index = yaml.safe_load(Path(rule_runner.build_root, "dist/gallery/index.yaml").read_text())
+    by_name = {e["name"]: e for e in index}
+    assert by_name["diffusers"]["capabilities"]["nvidia-l4t"] == "cuda12-diffusers"
+
+
+def test_capability_key_localai_does_not_know_names_target_and_file() -> None:
+    rule_runner = make_rule_runner()
+    matrix = repo_file("3rdparty/accelerators.toml").replace('capabilities = ["amd"]', 'capabilities = ["rocm"]')
+    assert matrix != repo_file("3rdparty/accelerators.toml")
+    _setup(rule_runner, matrix=matrix)
+    with pytest.raises(ExecutionError) as e:
+        _run(rule_runner)
+    msg = str(e.value)
+    assert "backends/diffusers:rocm (accelerator 'rocm' in 3rdparty/accelerators.toml)" in msg
+    assert "capability key 'rocm' is not one LocalAI knows" in msg
+    assert "nvidia-l4t-cuda-13" in msg  # the known list
+
+
+def test_unknown_capability_in_gallery_yaml() -> None:
+    rule_runner = make_rule_runner()
+    _setup(rule_runner, gallery_yaml="capabilities:\n  cuda: cuda12\n")
+    with pytest.raises(ExecutionError) as e:
+        _run(rule_runner)
+    assert "backends/diffusers/gallery.yaml: capability key 'cuda' is not one LocalAI knows" in str(e.value)
+
+
+def test_missing_artifact_names_target_and_package_command() -> None:
+    rule_runner = make_rule_runner()
+    _setup(rule_runner, built=["cpu", "cuda12", "metal"])
+    with pytest.raises(ExecutionError) as e:
+        _run(rule_runner)
+    msg = str(e.value)
+    assert "backends/diffusers:cuda13: dist/backends/diffusers/cuda13/build-record.json is missing" in msg
+    assert "./pants package backends/diffusers:cuda13" in msg
+
+
+def test_artifact_built_from_another_lockfile_is_stale() -> None:
+    rule_runner = make_rule_runner()
+    _setup(rule_runner)
+    rule_runner.write_files({"lockfiles/diffusers-cpu.lock": fake_lockfile({"torch": ("2.14.0", [("u", "cd" * 32)])})})
+    with pytest.raises(ExecutionError) as e:
+        _run(rule_runner)
+    assert "backends/diffusers:cpu: dist/backends/diffusers/cpu/build-record.json is stale" in str(e.value)
+
+
+def test_unknown_gallery_yaml_field() -> None:
+    rule_runner = make_rule_runner()
+    _setup(rule_runner, gallery_yaml="uri: x\n")
+    with pytest.raises(ExecutionError) as e:
+        _run(rule_runner)
+    assert "backends/diffusers/gallery.yaml: unknown field(s) uri" in str(e.value)

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pants.core.goals.lint import LintResult
+from pants.engine.addresses import Address
+from pants.testutil.rule_runner import QueryRule
+
+from localai.goals.resolves import (
+    BEGIN,
+    END,
+    PantsTomlFieldSet,
+    ResolveEntry,
+    ResolvesCheckRequest,
+    ResolvesConfigError,
+    ResolvesGoal,
+    update_pants_toml,
+)
+from localai.testutil import PANTS_TOML, backend_files, make_rule_runner
+
+CPU = ResolveEntry("demo-cpu", "lockfiles/demo-cpu.lock", "3rdparty/accelerators/cpu.txt", "backends/demo")
+CUDA = ResolveEntry("demo-cuda13", "lockfiles/demo-cuda13.lock", "3rdparty/accelerators/cuda13.txt", "backends/demo")
+
+
+def test_block_is_written_sorted_idempotent_and_removable() -> None:
+    once = update_pants_toml(PANTS_TOML, (CUDA, CPU))
+    lines = once.splitlines()
+    start = lines.index("[python.resolves]")
+    assert lines[start + 1 : start + 6] == [
+        'tests = "lockfiles/tests.lock"',
+        BEGIN,
+        '"demo-cpu" = "lockfiles/demo-cpu.lock"',
+        '"demo-cuda13" = "lockfiles/demo-cuda13.lock"',
+        END,
+    ]
+    assert '"demo-cuda13" = "3rdparty/accelerators/cuda13.txt"' in once
+    assert update_pants_toml(once, (CPU, CUDA)) == once
+    assert "[python-repos]" in once and 'tests = "3rdparty/accelerators/cpu.txt"' in once
+    assert update_pants_toml(once, ()) == PANTS_TOML
+
+
+def test_broken_block_or_missing_table_names_the_fix() -> None:
+    with pytest.raises(ResolvesConfigError, match=r"no \[python.resolves\] table"):
+        update_pants_toml("[GLOBAL]\n", (CPU,))
+    broken = PANTS_TOML.replace('tests = "lockfiles/tests.lock"', f'tests = "lockfiles/tests.lock"\n{BEGIN}')
+    with pytest.raises(ResolvesConfigError, match="no `# Generated: end.` after it"):
+        update_pants_toml(broken, (CPU,))
+
+
+def _runner():
+    rule_runner = make_rule_runner(QueryRule(LintResult, [ResolvesCheckRequest.Batch]))
+    rule_runner.write_files(
+        {**backend_files("demo", {"cpu": "", "cuda13": ""}), "pants.toml": PANTS_TOML, "BUILD": 'localai_pants_toml(name="t")\n'}
+    )
+    return rule_runner
+
+
+def _lint(rule_runner) -> LintResult:
+    tgt = rule_runner.get_target(Address("", target_name="t"))
+    return rule_runner.request(
+        LintResult, [ResolvesCheckRequest.Batch("localai-resolves-check", (PantsTomlFieldSet.create(tgt),), None)]
+    )
+
+
+def test_goal_writes_the_entries_of_the_build_files_and_lint_follows() -> None:
+    # The variants' entries are missing from pants.toml: listing them must still work (no
+    # pants.toml check on the way), lint fails, the goal writes them, lint passes.
+    rule_runner = _runner()
+    stale = _lint(rule_runner)
+    assert stale.exit_code == 1 and "run `./pants localai-resolves`" in stale.stdout
+    assert rule_runner.run_goal_rule(ResolvesGoal, args=["--check"]).exit_code == 1
+    result = rule_runner.run_goal_rule(ResolvesGoal)
+    assert result.exit_code == 0, result.stderr
+    written = Path(rule_runner.build_root, "pants.toml").read_text()
+    assert written == update_pants_toml(PANTS_TOML, (CPU, CUDA))
+    assert _lint(rule_runner).exit_code == 0
+    assert rule_runner.run_goal_rule(ResolvesGoal, args=["--check"]).exit_code == 0

@@ -1,0 +1,261 @@
+"""`pants lint`: the accelerator audit of every backend variant.
+
+Fails, naming the package and the target, when a lockfile or a built artifact holds a package
+its accelerator forbids (3rdparty/accelerators.toml `forbidden`: nvidia-*, cuda-*, CUDA triton
+for every non-CUDA accelerator), and prints each built artifact's size against its budget.
+Lockfiles are audited for every variant; artifacts are built and audited for the accelerators
+in [localai-audit].package_accelerators (CUDA artifacts are several GB: audited statically).
+
+Names are not enough: PyPI's torchaudio 2.11 declares no dependency and is a CUDA build. So a
+built artifact is also audited at the binary level: every ELF file in it (which is every ELF of
+every wheel the lockfile puts into it, grouped by wheel) is read for the libraries it NEEDs, and
+a GPU runtime library the accelerator does not allow (`allowed_gpu_libs`) fails the audit,
+naming wheel, file and library. The scan (localai/elf_scan.py) runs as a Pants process keyed on
+the artifact's digest, so an unchanged artifact is not read again (local or remote cache).
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+
+from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+from pants.backend.python.util_rules.pex import PythonExecutable
+from pants.core.goals.lint import LintResult, LintTargetsRequest
+from pants.core.goals.package import BuiltPackage
+from pants.core.util_rules.partitions import PartitionerType
+from pants.engine.fs import (
+    CreateDigest,
+    Digest,
+    DigestContents,
+    DigestEntries,
+    DigestSubset,
+    MergeDigests,
+    PathGlobs,
+)
+from pants.engine.process import FallibleProcessResult, Process
+from pants.engine.rules import Get, collect_rules, rule
+from pants.option.option_types import BoolOption, StrListOption
+from pants.option.subsystem import Subsystem
+from pants.util.logging import LogLevel
+from pants.util.strutil import softwrap
+
+from localai.model.accelerators import Accelerator, canonical_soname, is_gpu_runtime
+from localai.model.artifact import BackendVariantFieldSet, PexTree
+from localai.model.variant import BackendVariant, BackendVariantRequest
+from localai.scripts import script_file
+
+
+class AuditSubsystem(Subsystem):
+    options_scope = "localai-audit"
+    name = "localai-audit"
+    help = "The accelerator audit of backend lockfiles and artifacts (runs in `pants lint`)."
+
+    skip = BoolOption(default=False, help="Do not run the audit in `pants lint`.")
+    package_accelerators = StrListOption(
+        default=["cpu"],
+        help=softwrap(
+            """
+            Accelerators whose variants `pants lint` builds to audit the artifact (contents and
+            size budget). Others are audited on their lockfile only.
+            """
+        ),
+    )
+
+
+class AuditRequest(LintTargetsRequest):
+    field_set_type = BackendVariantFieldSet
+    tool_subsystem = AuditSubsystem
+    partitioner_type = PartitionerType.DEFAULT_ONE_PARTITION_PER_INPUT
+
+
+def project_of_wheel(filename: str) -> str:
+    return filename.split("-", 1)[0].replace("_", "-").lower()
+
+
+def version_of_wheel(filename: str) -> str:
+    parts = filename.split("-")
+    return parts[1] if len(parts) > 2 else ""
+
+
+ELF_SCAN_SCRIPT = "__localai_elf_scan.py"
+
+
+@dataclass(frozen=True)
+class ElfScanRequest:
+    """Scan ``paths`` in ``digest`` (packed PEX directories, zipapps, wheels) for ELF files."""
+
+    digest: Digest
+    paths: tuple[str, ...]
+    python: str  # "CPython==3.11.*": any interpreter runs the stdlib-only scanner
+
+
+@dataclass(frozen=True)
+class ElfFile:
+    dist: str  # the wheel it comes from ("" for the PEX's own sources)
+    file: str  # path inside the archive
+    needed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ElfScan:
+    files: tuple[ElfFile, ...]
+
+
+@rule(desc="Read the libraries every ELF file NEEDs", level=LogLevel.DEBUG)
+async def scan_elves(request: ElfScanRequest) -> ElfScan:
+    script_digest = await Get(Digest, CreateDigest([script_file("localai.lint", "elf_scan.py", ELF_SCAN_SCRIPT)]))
+    input_digest = await Get(Digest, MergeDigests([request.digest, script_digest]))
+    python = await Get(PythonExecutable, InterpreterConstraints, InterpreterConstraints([request.python]))
+    result = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=(python.path, ELF_SCAN_SCRIPT, *request.paths),
+            input_digest=input_digest,
+            description=f"Read the DT_NEEDED libraries of every ELF file in {', '.join(request.paths)}",
+            level=LogLevel.DEBUG,
+        ),
+    )
+    if result.exit_code != 0:
+        raise ValueError(
+            f"the ELF scan of {', '.join(request.paths)} failed (exit {result.exit_code}): {result.stderr.decode()}"
+        )
+    entries = json.loads(result.stdout.decode())
+    return ElfScan(tuple(ElfFile(e["dist"], e["file"], tuple(e["needed"])) for e in entries))
+
+
+def gpu_link_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tuple[str, ...]:
+    """One line per ELF file that NEEDs a GPU runtime library the accelerator does not allow, or
+    (for an accelerator that allows some) one that neither the artifact ships (an ELF file of
+    that name, e.g. from an nvidia-*-cu12 wheel) nor the accelerator's ``system_libs`` (the
+    driver) provide: such a variant imports only where someone installed that library by hand."""
+    shipped = {canonical_soname(f.file.rsplit("/", 1)[-1]) for f in files}
+    lines = []
+    for f in files:
+        where = f"wheel {f.dist}" if f.dist else "the backend's own files"
+        bad = accelerator.gpu_libs_in(f.needed)
+        if bad:
+            lines.append(
+                f"{where}: {f.file} NEEDs {', '.join(bad)}, a GPU runtime the {accelerator.name} accelerator "
+                f"does not allow (it fails to load without it); take a {accelerator.name} build of "
+                f"{project_of_wheel(f.dist) if f.dist else 'it'} or drop it from the requirements"
+            )
+        missing = sorted(
+            lib
+            for lib in set(f.needed) - set(bad)
+            if is_gpu_runtime(lib)
+            and canonical_soname(lib) not in shipped
+            and not any(fnmatch.fnmatchcase(lib, pat) for pat in accelerator.system_libs)
+        )
+        if missing:
+            lines.append(
+                f"{where}: {f.file} NEEDs {', '.join(missing)}, which neither the lockfile's wheels nor the "
+                f"{accelerator.name} accelerator's system_libs ({', '.join(accelerator.system_libs) or 'none'}) "
+                f"provide; add the runtime wheels that ship it (e.g. nvidia-*-cu12 / nvidia-* for CUDA 13) to "
+                f"the variant's requirements, or declare it in system_libs of 3rdparty/accelerators.toml"
+            )
+    return tuple(lines)
+
+
+@dataclass(frozen=True)
+class ArtifactAudit:
+    forbidden: tuple[str, ...]
+    size_line: str
+    over_budget: bool
+    gpu_links: tuple[str, ...] = ()
+    elf_files: int = 0
+
+
+def judge_size(pex_path: str, size_bytes: int, budget_mb: int) -> tuple[str, bool]:
+    size_mb = size_bytes / 1e6
+    return f"{pex_path}: {size_mb:.1f} MB of a {budget_mb} MB budget ({100 * size_mb / budget_mb:.0f}%)", size_mb > budget_mb
+
+
+@dataclass(frozen=True)
+class BuiltArtifact:
+    """A built backend PEX (pex's packed layout: a directory at ``pex_path`` in ``digest``) to
+    audit for ``accelerator``."""
+
+    digest: Digest
+    pex_path: str
+    accelerator: Accelerator
+    budget_mb: int
+
+
+@rule(desc="Audit a built backend artifact", level=LogLevel.DEBUG)
+async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
+    accel = artifact.accelerator
+    info = await Get(DigestContents, DigestSubset(artifact.digest, PathGlobs([f"{artifact.pex_path}/PEX-INFO"])))
+    if not info:
+        raise ValueError(f"{artifact.pex_path}: no PEX-INFO, so not a packed PEX: the audit cannot list its wheels")
+    dists = sorted(json.loads(info[0].content)["distributions"])
+    tree = PexTree.of(await Get(DigestEntries, Digest, artifact.digest), artifact.pex_path)
+    size_line, over_budget = judge_size(artifact.pex_path, tree.size, artifact.budget_mb)
+    scan = await Get(ElfScan, ElfScanRequest(artifact.digest, (artifact.pex_path,), accel.python))
+    return ArtifactAudit(
+        forbidden=accel.forbidden_in((project_of_wheel(d), version_of_wheel(d)) for d in dists),
+        size_line=size_line,
+        over_budget=over_budget,
+        gpu_links=gpu_link_lines(accel, scan.files),
+        elf_files=len(scan.files),
+    )
+
+
+@rule(desc="Audit a backend artifact", level=LogLevel.DEBUG)
+async def audit_artifact(field_set: BackendVariantFieldSet) -> ArtifactAudit:
+    bv = await Get(BackendVariant, BackendVariantRequest(field_set.address))
+    built = await Get(BuiltPackage, BackendVariantFieldSet, field_set)
+    pex = next(a.relpath.rstrip("/") for a in built.artifacts if a.relpath and a.relpath.rstrip("/").endswith(".pex"))
+    return await Get(ArtifactAudit, BuiltArtifact(built.digest, pex, bv.variant.accelerator, bv.size_budget_mb))
+
+
+def artifact_report(target: str, accelerator: str, build_file: str, art: ArtifactAudit) -> tuple[list[str], bool]:
+    """The lint lines for an audited artifact, and whether they fail the audit."""
+    lines = [
+        f"{target}: the built artifact holds '{name}', which the {accelerator} accelerator forbids"
+        for name in art.forbidden
+    ]
+    lines += [f"{target}: {line}" for line in art.gpu_links]
+    if not art.gpu_links:
+        lines.append(f"{target}: {art.elf_files} ELF files, none NEEDs a GPU runtime the {accelerator} accelerator does not allow")
+    over = f" OVER BUDGET: shrink the requirements, or raise size_budget_mb in {build_file}" if art.over_budget else ""
+    lines.append(f"{target}: {art.size_line}{over}")
+    return lines, bool(art.forbidden) or art.over_budget or bool(art.gpu_links)
+
+
+@rule(desc="Audit backend variants", level=LogLevel.DEBUG)
+async def audit_variant(request: AuditRequest.Batch, audit: AuditSubsystem) -> LintResult:
+    (field_set,) = request.elements
+    bv = await Get(BackendVariant, BackendVariantRequest(field_set.address))
+    variant = bv.variant
+    lines, failed = [], False
+    if bv.lockfile is None:
+        lines.append(f"{field_set.address}: no lockfile ({variant.lockfile}); nothing to audit")
+    else:
+        bad = variant.accelerator.forbidden_in(bv.lockfile.versions())
+        for name in bad:
+            lines.append(
+                f"{field_set.address}: {variant.lockfile} locks '{name}', which the "
+                f"{variant.accelerator.name} accelerator forbids ({', '.join(variant.accelerator.forbidden)})"
+            )
+        failed |= bool(bad)
+        if not bad:
+            lines.append(f"{field_set.address}: {variant.lockfile}: no forbidden package")
+        if variant.accelerator.name in audit.package_accelerators and not bad:
+            art = await Get(ArtifactAudit, BackendVariantFieldSet, field_set)
+            art_lines, art_failed = artifact_report(
+                str(field_set.address), variant.accelerator.name, f"{field_set.address.spec_path}/BUILD", art
+            )
+            lines += art_lines
+            failed |= art_failed
+    return LintResult(
+        exit_code=1 if failed else 0,
+        stdout="\n".join(lines) + "\n",
+        stderr="",
+        linter_name=AuditRequest.tool_name,
+        partition_description=str(field_set.address),
+    )
+
+
+def rules():
+    return (*collect_rules(), *AuditRequest.rules())

@@ -1,0 +1,221 @@
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+from pants.core.goals.lint import LintResult
+from pants.engine.addresses import Address
+from pants.testutil.rule_runner import QueryRule
+
+from localai.lint.audit import (
+    ArtifactAudit,
+    AuditRequest,
+    BuiltArtifact,
+    artifact_report,
+    project_of_wheel,
+    version_of_wheel,
+)
+from localai.lint.elf_scan import NotAnElf, needed_libraries, scan_archive
+from localai.model.accelerators import AcceleratorMatrix
+from localai.model.artifact import BackendVariantFieldSet
+from localai.model.lockfile import Lockfile
+from localai.testutil import backend_files, make_rule_runner, pex_cli_options, repo_file, resolve_options
+
+
+def lockfile(*projects: str) -> str:
+    reqs = [{"project_name": p, "version": "1.0", "artifacts": []} for p in projects]
+    return "// generated\n" + json.dumps({"locked_resolves": [{"locked_requirements": reqs}]})
+
+
+def test_lockfile_projects_read_past_the_header() -> None:
+    lock = Lockfile.of("lockfiles/x.lock", lockfile("torch", "numpy").encode())
+    assert lock.projects() == ("numpy", "torch")
+    assert lock.versions() == (("numpy", "1.0"), ("torch", "1.0"))
+
+
+def test_project_of_wheel_normalises_names() -> None:
+    assert project_of_wheel("nvidia_cublas-13.0.0-py3-none-manylinux_2_27_x86_64.whl") == "nvidia-cublas"
+
+
+def _audit(files: dict[str, str], name: str, accel: str) -> LintResult:
+    rule_runner = make_rule_runner(QueryRule(LintResult, [AuditRequest.Batch]))
+    rule_runner.write_files(files)
+    rule_runner.set_options(resolve_options(name, [accel]))
+    tgt = rule_runner.get_target(Address(f"backends/{name}", target_name=accel))
+    return rule_runner.request(
+        LintResult, [AuditRequest.Batch("localai-audit", (BackendVariantFieldSet.create(tgt),), None)]
+    )
+
+
+def test_cpu_lockfile_with_nvidia_packages_fails_naming_package_and_target() -> None:
+    files = backend_files("demo", {"rocm": ""})
+    files["lockfiles/demo-rocm.lock"] = lockfile("torch", "nvidia-cudnn-cu13", "triton")
+    result = _audit(files, "demo", "rocm")
+    assert result.exit_code == 1
+    assert "backends/demo:rocm: lockfiles/demo-rocm.lock locks 'nvidia-cudnn-cu13'" in result.stdout
+    assert "locks 'triton'" in result.stdout
+
+
+def test_cuda_lockfile_may_hold_nvidia_packages() -> None:
+    files = backend_files("demo", {"cuda13": ""})
+    files["lockfiles/demo-cuda13.lock"] = lockfile("torch", "nvidia-cudnn-cu13", "triton")
+    result = _audit(files, "demo", "cuda13")
+    assert result.exit_code == 0, result.stdout
+    assert "no forbidden package" in result.stdout
+
+
+def test_variant_without_lockfile_is_reported_not_failed() -> None:
+    result = _audit(backend_files("demo", {"intel": ""}), "demo", "intel")
+    assert result.exit_code == 0
+    assert "no lockfile (lockfiles/demo-intel.lock)" in result.stdout
+
+
+# ---- the binary-level audit -------------------------------------------------------------------
+# Real PyPI wheels, fetched by Pants (pants-plugins/localai/BUILD: http_source, sha256-checked).
+HERE = Path(__file__).parent
+CUDA_WHEEL = HERE / "torchaudio-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+CLEAN_WHEEL = HERE / "markupsafe-3.0.3-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64.whl"
+MATRIX = AcceleratorMatrix.parse(repo_file("3rdparty/accelerators.toml")).accelerators
+
+
+def test_scanner_reads_needed_libraries_of_the_real_cuda_linked_wheel() -> None:
+    found = {e["file"]: e for e in scan_archive(str(CUDA_WHEEL))}
+    lib = found["torchaudio/lib/libtorchaudio.abi3.so"]
+    assert lib["dist"] == CUDA_WHEEL.name
+    assert {"libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so", "libc.so.6"} <= set(lib["needed"])
+    assert [e["needed"] for e in scan_archive(str(CLEAN_WHEEL))] == [["libpthread.so.0", "libc.so.6"]]
+
+
+def test_scanner_parses_32_bit_and_big_endian_headers_and_rejects_non_elf() -> None:
+    with pytest.raises(NotAnElf):
+        needed_libraries(b"PK\x03\x04" + b"\0" * 60)
+    # An ELF64 with no section and no program headers NEEDs nothing (e.g. a relocatable object).
+    header = b"\x7fELF\x02\x01\x01" + b"\0" * 57
+    assert needed_libraries(header) == []
+
+
+
+def packed_pex(wheels: list[Path], padding: int = 0, engine: bytes = b"") -> dict[str, bytes]:
+    """The files of a PEX in pex's packed layout (a directory): PEX-INFO, and each wheel as one
+    zip under .deps/<wheel file name> holding its installed files (copied from the real wheels,
+    bytes unchanged); `engine` is a loose ELF among the backend's own files."""
+    files = {"PEX-INFO": json.dumps({"distributions": {w.name: "0" * 40 for w in wheels}}).encode(), "__main__.py": b""}
+    for wheel in wheels:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(wheel) as whl, zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as out:
+            for info in whl.infolist():
+                out.writestr(info.filename, whl.read(info))
+        files[f".deps/{wheel.name}"] = buf.getvalue()
+    if padding:
+        files["localai_backend/weights.bin"] = os.urandom(padding)
+    if engine:
+        files["localai_backend/engines/demo/avx2/libdemo.so"] = engine
+    return files
+
+
+_RULE_RUNNER = []
+
+
+def _artifact_rule_runner():
+    """One RuleRunner for the artifact tests: the interpreter lookup (a pex process) runs once."""
+    if not _RULE_RUNNER:
+        rule_runner = make_rule_runner(QueryRule(ArtifactAudit, [BuiltArtifact]))
+        rule_runner.set_options(pex_cli_options(), env_inherit={"PATH", "PYENV_ROOT", "HOME"})
+        _RULE_RUNNER.append(rule_runner)
+    return _RULE_RUNNER[0]
+
+
+def audit_built(tmp_path: Path, accel: str, wheels: list[Path], budget_mb: int = 600, padding: int = 0, engine: bytes = b""):
+    rule_runner = _artifact_rule_runner()
+    files = packed_pex(wheels, padding, engine)
+    digest = rule_runner.make_snapshot({f"dist/backend.pex/{k}": v for k, v in files.items()}).digest
+    art = rule_runner.request(ArtifactAudit, [BuiltArtifact(digest, "dist/backend.pex", MATRIX[accel], budget_mb)])
+    return art, artifact_report(f"backends/demo:{accel}", accel, "backends/demo/BUILD", art)
+
+
+def test_cpu_artifact_with_the_cuda_linked_torchaudio_fails_naming_wheel_file_and_library(tmp_path) -> None:
+    art, (lines, failed) = audit_built(tmp_path, "cpu", [CLEAN_WHEEL, CUDA_WHEEL])
+    assert failed
+    assert art.forbidden == ()  # by name torchaudio is innocent: only the ELF says otherwise
+    line = next(l for l in lines if "libtorchaudio.abi3.so" in l)
+    assert line.startswith(f"backends/demo:cpu: wheel {CUDA_WHEEL.name}: torchaudio/lib/libtorchaudio.abi3.so NEEDs ")
+    assert "libc10_cuda.so" in line and "libcudart.so.13" in line and "libtorch_cuda.so" in line
+    assert not any("markupsafe" in l for l in art.gpu_links)
+
+
+def provider_wheel(tmp_path: Path, libs: list[str]) -> Path:
+    """A wheel shipping ELF files named ``libs`` (bytes of markupsafe's real extension), standing
+    in for the nvidia-* runtime wheels (GBs) that would provide them."""
+    with zipfile.ZipFile(CLEAN_WHEEL) as whl:
+        elf = whl.read(next(n for n in whl.namelist() if n.endswith(".so")))
+    path = tmp_path / "nvidia_fake_runtime-13.0.0-py3-none-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(path, "w") as out:
+        for lib in libs:
+            out.writestr(f"nvidia/fake/lib/{lib}", elf)
+    return path
+
+
+def test_cuda12_and_rocm_refuse_the_cuda13_linked_wheel(tmp_path) -> None:
+    for accel in ("cuda12", "rocm"):
+        art, (lines, failed) = audit_built(tmp_path, accel, [CUDA_WHEEL])
+        assert failed and any("libcudart.so.13" in l and "does not allow" in l for l in art.gpu_links), accel
+
+
+def test_cuda13_artifact_needing_cuda_libs_nobody_provides_fails(tmp_path) -> None:
+    art, (lines, failed) = audit_built(tmp_path, "cuda13", [CUDA_WHEEL])
+    assert failed
+    line = next(l for l in art.gpu_links if "libtorchaudio.abi3.so" in l)
+    assert "NEEDs libc10_cuda.so, libcudart.so.13, libtorch_cuda.so, which neither the lockfile's wheels nor" in line
+    assert "system_libs (libcuda.so.1, libnvidia-ml.so.1)" in line
+
+
+def test_cuda13_artifact_whose_wheels_ship_the_cuda_libs_passes(tmp_path) -> None:
+    runtime = provider_wheel(tmp_path, ["libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so"])
+    art, (lines, failed) = audit_built(tmp_path, "cuda13", [CUDA_WHEEL, runtime])
+    assert not failed, lines
+    assert art.gpu_links == ()
+
+
+def test_clean_cpu_artifact_passes_and_counts_its_elf_files(tmp_path) -> None:
+    art, (lines, failed) = audit_built(tmp_path, "cpu", [CLEAN_WHEEL])
+    assert not failed, lines
+    assert art.elf_files == 1
+    assert "backends/demo:cpu: 1 ELF files, none NEEDs a GPU runtime the cpu accelerator does not allow" in lines
+    assert lines[-1].startswith("backends/demo:cpu: dist/backend.pex: 0.")
+
+
+def test_loose_engine_library_in_the_packed_pex_is_scanned_as_the_backends_own_file(tmp_path) -> None:
+    with zipfile.ZipFile(CUDA_WHEEL) as whl:
+        cuda_elf = whl.read(next(n for n in whl.namelist() if n.endswith("libtorchaudio.abi3.so")))
+    art, (lines, failed) = audit_built(tmp_path, "cpu", [CLEAN_WHEEL], engine=cuda_elf)
+    assert failed and art.elf_files == 2
+    line = next(l for l in art.gpu_links if "libdemo.so" in l)
+    assert line.startswith("the backend's own files: localai_backend/engines/demo/avx2/libdemo.so NEEDs ")
+
+
+def test_artifact_over_its_size_budget_fails_saying_where_the_budget_is(tmp_path) -> None:
+    art, (lines, failed) = audit_built(tmp_path, "cpu", [CLEAN_WHEEL], budget_mb=1, padding=1_200_000)
+    assert failed and art.over_budget and art.gpu_links == ()
+    assert lines[-1].startswith("backends/demo:cpu: dist/backend.pex: 1.2 MB of a 1 MB budget (12")
+    assert lines[-1].endswith("OVER BUDGET: shrink the requirements, or raise size_budget_mb in backends/demo/BUILD")
+
+
+def test_forbidden_package_in_the_artifact_is_named(tmp_path) -> None:
+    art, (lines, failed) = audit_built(tmp_path, "cuda12", [CUDA_WHEEL])
+    assert failed
+    # cuda12's name rules judge the artifact's wheels with their versions too.
+    assert MATRIX["cuda12"].forbidden_in([(project_of_wheel(CUDA_WHEEL.name), version_of_wheel(CUDA_WHEEL.name))]) == ()
+    assert version_of_wheel(CUDA_WHEEL.name) == "2.11.0"
+
+
+def test_committed_lockfiles_pass_the_name_rules_of_their_accelerator() -> None:
+    for lock in sorted(Path("lockfiles").glob("*-*.lock")):
+        resolve = lock.stem
+        accel = next((a for a in MATRIX if resolve.endswith("-" + a)), None)
+        if accel is None:
+            continue
+        assert MATRIX[accel].forbidden_in(Lockfile.of(str(lock), lock.read_bytes()).versions()) == (), lock

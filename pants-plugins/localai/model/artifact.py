@@ -1,0 +1,37 @@
+"""A variant's packaged artifact as packaging and the audit both see it."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from pants.core.goals.package import PackageFieldSet
+from pants.engine.fs import FileEntry
+
+from localai.target_types import AcceleratorField
+
+
+@dataclass(frozen=True)
+class BackendVariantFieldSet(PackageFieldSet):
+    # The variant's settings are read through variant.BackendVariant, their one reader.
+    required_fields = (AcceleratorField,)
+
+    accelerator: AcceleratorField
+
+
+@dataclass(frozen=True)
+class PexTree:
+    """A packed PEX (a directory) as one artifact: its sha256 is that of `sha256sum`'s listing of
+    its files, so anyone can recompute it with coreutils:
+        cd backend.pex && find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum
+    """
+
+    sha256: str
+    size: int
+
+    @classmethod
+    def of(cls, entries, root: str) -> "PexTree":
+        files = sorted(
+            (e.path[len(root) + 1 :], e.file_digest) for e in entries if isinstance(e, FileEntry) and e.path.startswith(root + "/")
+        )
+        listing = "".join(f"{d.fingerprint}  {path}\n" for path, d in files)
+        return cls(hashlib.sha256(listing.encode()).hexdigest(), sum(d.serialized_bytes_length for _, d in files))

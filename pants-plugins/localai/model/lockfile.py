@@ -1,0 +1,99 @@
+"""Pants/pex lockfiles: reading one from the workspace, and the one parser of their contents.
+
+A lockfile is JSON after Pants' `//` header lines. Every reader in the plugin (audit, export,
+SBOM, status, gallery, the LocalAI report) goes through `Lockfile` here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pants.engine.fs import DigestContents, PathGlobs
+from pants.engine.rules import Get, collect_rules, rule
+from pants.util.logging import LogLevel
+
+from localai.errors import LocalAIError
+
+
+class LockfileFormatError(LocalAIError):
+    pass
+
+
+@dataclass(frozen=True)
+class LockedArtifact:
+    url: str
+    algorithm: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class LockedRequirement:
+    project_name: str
+    version: str
+    artifacts: tuple[LockedArtifact, ...]
+
+
+def lockfile_json(content: bytes) -> dict[str, Any]:
+    return json.loads("\n".join(l for l in content.decode().splitlines() if not l.startswith("//")))
+
+
+def parse(content: bytes, path: str) -> tuple[LockedRequirement, ...]:
+    """Every (project, version) of every locked resolve, sorted by name then version; the
+    artifacts of a project locked in several resolves at one version are merged."""
+    found: dict[tuple[str, str], set[LockedArtifact]] = {}
+    try:
+        for resolve in lockfile_json(content)["locked_resolves"]:
+            for req in resolve["locked_requirements"]:
+                arts = found.setdefault((req["project_name"], req["version"]), set())
+                arts.update(LockedArtifact(a["url"], a["algorithm"], a["hash"]) for a in req["artifacts"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise LockfileFormatError(
+            f"{path}: not a Pants lockfile ({e!r}); regenerate it with `./pants generate-lockfiles`"
+        ) from e
+    return tuple(
+        LockedRequirement(name, version, tuple(sorted(arts, key=lambda a: a.url)))
+        for (name, version), arts in sorted(found.items())
+    )
+
+
+@dataclass(frozen=True)
+class Lockfile:
+    path: str
+    sha256: str
+    content: bytes
+
+    @classmethod
+    def of(cls, path: str, content: bytes) -> "Lockfile":
+        return cls(path, hashlib.sha256(content).hexdigest(), content)
+
+    def requirements(self) -> tuple[LockedRequirement, ...]:
+        return parse(self.content, self.path)
+
+    def versions(self) -> tuple[tuple[str, str], ...]:
+        """(project, version) pairs."""
+        return tuple((r.project_name, r.version) for r in self.requirements())
+
+    def projects(self) -> tuple[str, ...]:
+        return tuple(sorted({r.project_name for r in self.requirements()}))
+
+
+@dataclass(frozen=True)
+class LockfileRequest:
+    path: str
+
+
+@dataclass(frozen=True)
+class MaybeLockfile:
+    lockfile: Lockfile | None
+
+
+@rule(desc="Read a lockfile", level=LogLevel.DEBUG)
+async def read_lockfile(request: LockfileRequest) -> MaybeLockfile:
+    contents = await Get(DigestContents, PathGlobs([request.path]))
+    return MaybeLockfile(Lockfile.of(request.path, contents[0].content) if contents else None)
+
+
+def rules():
+    return collect_rules()

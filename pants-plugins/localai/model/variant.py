@@ -1,0 +1,231 @@
+"""What a backend variant is made of: its backend, accelerator, resolve and lockfile.
+
+`Variant` is the naming (address, backend, accelerator -> resolve, lockfile path), also asked
+for by the requirements generator; `BackendVariant` is a `localai_backend_variant` target as
+every goal sees it: the naming, the target's settings and the lockfile or why there is none.
+Status, gallery, export, CI matrix, audit and packaging all read variants through
+`BackendVariants` / `AllBackendVariants`, never by testing target fields themselves.
+
+Naming is fixed (backends/<name>:<accel> -> resolve <name>-<accel> -> lockfiles/<name>-<accel>.lock;
+backends/localai/<name>:<accel> -> resolve localai-<name>-<accel>;
+pip options from the accelerator). pants.toml's entries are generated from it (resolves.py,
+`./pants localai-resolves`); these rules check that they agree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from pants.backend.python.subsystems.setup import PythonSetup
+from pants.engine.addresses import Address
+from pants.engine.collection import Collection
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import AllTargets, Target, WrappedTarget, WrappedTargetRequest
+from pants.util.logging import LogLevel
+
+from localai.errors import LocalAIError
+from localai.model.accelerators import Accelerator, AcceleratorMatrix
+from localai.model.lockfile import Lockfile, LockfileRequest, MaybeLockfile
+from localai.target_types import AcceleratorField, LayoutField, NotLockableHereField, SizeBudgetField, VersionField
+
+
+class VariantConfigError(LocalAIError):
+    pass
+
+
+class MissingLockfileError(LocalAIError):
+    pass
+
+
+class PinPolicyError(LocalAIError):
+    """The accelerator's pin policy cannot satisfy a backend's requirement files."""
+
+
+@dataclass(frozen=True)
+class VariantRequest:
+    address: Address
+    accelerator: str
+
+
+@dataclass(frozen=True)
+class Variant:
+    address: Address
+    backend: str
+    accelerator: Accelerator
+
+    @classmethod
+    def of(cls, address: Address, accelerator: Accelerator) -> "Variant":
+        return cls(address, backend_name(address.spec_path), accelerator)
+
+    @property
+    def directory(self) -> str:
+        return self.address.spec_path
+
+    @property
+    def resolve(self) -> str:
+        return resolve_name(self.backend, self.accelerator.name)
+
+    @property
+    def folder(self) -> str:
+        return folder_path(self.backend, self.accelerator.name)
+
+    @property
+    def entry(self) -> str:
+        return entry_name(self.backend, self.accelerator.name)
+
+    @property
+    def lockfile(self) -> str:
+        return lockfile_path(self.resolve)
+
+
+def folder_path(backend: str, accelerator: str) -> str:
+    """The LocalAI backend folder of a variant, under dist/."""
+    return f"backends/{backend}/{accelerator}"
+
+
+def entry_name(backend: str, accelerator: str) -> str:
+    """LocalAI's naming of concrete gallery entries and image titles: `<build>-<backend>` (cpu-diffusers)."""
+    return f"{accelerator}-{backend}"
+
+
+def lockfile_path(resolve: str) -> str:
+    return f"lockfiles/{resolve}.lock"
+
+
+def backend_name(directory: str) -> str:
+    """backends/<name> -> <name>; deeper folders join their path under backends/ with '-'
+    (LocalAI's folders imported into backends/localai/<name> -> localai-<name>)."""
+    path = PurePath(directory)
+    if path.parts[:1] == ("backends",) and len(path.parts) > 1:
+        return "-".join(path.parts[1:])
+    return path.name
+
+
+def resolve_name(backend: str, accelerator: str) -> str:
+    return f"{backend}-{accelerator}"
+
+
+@rule
+async def resolve_variant(request: VariantRequest, python_setup: PythonSetup) -> Variant:
+    matrix = await Get(AcceleratorMatrix)
+    accel = matrix.get(request.accelerator, context=f"{request.address.spec_path}/BUILD ({request.address})")
+    variant = Variant.of(request.address, accel)
+    problems = []
+    lockfile = python_setup.resolves.get(variant.resolve)
+    if lockfile != variant.lockfile:
+        problems.append(f"[python.resolves] maps it to {lockfile!r}" if lockfile else "[python.resolves] lacks it")
+    pip_options = python_setup.resolves_to_constraints_file(()).get(variant.resolve)
+    if pip_options != accel.pip_options:
+        problems.append(
+            f"[python.resolves_to_constraints_file] gives {pip_options!r}, not the accelerator's "
+            f"pip options {accel.pip_options!r} (index isolation)"
+        )
+    if problems:
+        raise VariantConfigError(
+            f"{request.address}: pants.toml does not declare the resolve '{variant.resolve}' as "
+            f"this variant needs: {'; '.join(problems)}. Fix: run `./pants localai-resolves`, which "
+            f"writes the entries of every variant the BUILD files declare:\n"
+            f'  [python.resolves]                    "{variant.resolve}" = "{variant.lockfile}"\n'
+            f'  [python.resolves_to_constraints_file] "{variant.resolve}" = "{accel.pip_options}"'
+        )
+    return variant
+
+
+def is_backend_variant(tgt: Target) -> bool:
+    return tgt.has_field(AcceleratorField) and tgt.has_field(NotLockableHereField)
+
+
+@dataclass(frozen=True)
+class BackendVariant:
+    variant: Variant
+    version: str
+    size_budget_mb: int  # the target's budget, else the accelerator's
+    layout: str
+    lockfile: Lockfile | None
+    not_lockable_here: str | None  # the target's reason, if it gives one
+
+    @property
+    def address(self) -> Address:
+        return self.variant.address
+
+    @property
+    def why_unlocked(self) -> str:
+        """Why there is no lockfile: the target's reason, the accelerator's, or how to make it."""
+        return (
+            self.not_lockable_here
+            or self.variant.accelerator.lock_note
+            or f"not generated yet: `./pants generate-lockfiles --resolve={self.variant.resolve}`"
+        )
+
+    def locked(self) -> Lockfile:
+        """The lockfile, or an error naming the target, the cause and the fix."""
+        if self.lockfile is None:
+            v = self.variant
+            raise MissingLockfileError(
+                f"{v.address}: {v.lockfile} does not exist, so this variant cannot be built.\n"
+                f"  Why: {self.why_unlocked}.\n  Fix: on a machine that reaches PyPI and "
+                f"{v.accelerator.index}, run\n    ./pants generate-lockfiles --resolve={v.resolve}\n"
+                f"  and commit {v.lockfile}."
+            )
+        return self.lockfile
+
+
+@dataclass(frozen=True)
+class BackendVariantRequest:
+    address: Address
+
+
+class BackendVariants(Collection[BackendVariant]):
+    """Backend variants sorted by address."""
+
+    def locked(self) -> tuple[BackendVariant, ...]:
+        return tuple(v for v in self if v.lockfile is not None)
+
+    def unlocked(self) -> tuple[BackendVariant, ...]:
+        return tuple(v for v in self if v.lockfile is None)
+
+
+@dataclass(frozen=True)
+class BackendVariantsRequest:
+    """The backend variants among these addresses (other targets are ignored)."""
+
+    addresses: tuple[Address, ...]
+
+
+class AllBackendVariants(BackendVariants):
+    pass
+
+
+@rule(desc="Read a backend variant", level=LogLevel.DEBUG)
+async def backend_variant(request: BackendVariantRequest) -> BackendVariant:
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
+    tgt = wrapped.target
+    variant = await Get(Variant, VariantRequest(tgt.address, tgt[AcceleratorField].value))
+    maybe = await Get(MaybeLockfile, LockfileRequest(variant.lockfile))
+    return BackendVariant(
+        variant=variant,
+        version=tgt[VersionField].value,
+        size_budget_mb=tgt[SizeBudgetField].value or variant.accelerator.size_budget_mb,
+        layout=tgt[LayoutField].value,
+        lockfile=maybe.lockfile,
+        not_lockable_here=tgt[NotLockableHereField].value,
+    )
+
+
+@rule(desc="Read backend variants", level=LogLevel.DEBUG)
+async def backend_variants(request: BackendVariantsRequest) -> BackendVariants:
+    wrapped = await MultiGet(
+        Get(WrappedTarget, WrappedTargetRequest(a, description_of_origin="<localai>")) for a in request.addresses
+    )
+    addresses = sorted({w.target.address for w in wrapped if is_backend_variant(w.target)}, key=lambda a: a.spec)
+    return BackendVariants(await MultiGet(Get(BackendVariant, BackendVariantRequest(a)) for a in addresses))
+
+
+@rule(desc="Read every backend variant", level=LogLevel.DEBUG)
+async def all_backend_variants(all_targets: AllTargets) -> AllBackendVariants:
+    addresses = tuple(t.address for t in all_targets if is_backend_variant(t))
+    return AllBackendVariants(await Get(BackendVariants, BackendVariantsRequest(addresses)))
+
+
+def rules():
+    return collect_rules()

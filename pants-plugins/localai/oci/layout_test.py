@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from localai.oci.layout import main, read_layout, write_layout
+
+
+def _folder(root: Path, *, small: str = "small " * 100, big: bytes = b"B" * 4096, mtime: int = 1_700_000_000, mode: int = 0o644) -> Path:
+    root.mkdir(parents=True)
+    (root / "run.sh").write_text("#!/bin/sh\nexec true\n")
+    (root / "run.sh").chmod(0o700)
+    (root / "backend.pex").write_bytes(big)
+    (root / "backend.pex").chmod(0o750)
+    (root / "build-record.json").write_text(small)
+    (root / "build-record.json").chmod(mode)
+    for p in root.iterdir():
+        os.utime(p, (mtime, mtime))
+    return root
+
+
+def _build(folder: Path, out: Path) -> dict:
+    assert main([str(folder), str(out), "--ref-name=cpu-x", "--annotation=k=v", "--own-layer-bytes=1024"]) == 0
+    return json.loads((out / "image.json").read_text())
+
+
+def test_same_folder_gives_the_same_bytes_whatever_the_mtimes_modes_and_paths(tmp_path: Path) -> None:
+    a = _build(_folder(tmp_path / "a/f"), tmp_path / "a/out")
+    b = _build(_folder(tmp_path / "elsewhere/b/f", mtime=42, mode=0o600), tmp_path / "b/out")
+    assert a == b
+    assert (tmp_path / "a/out/image.oci.tar").read_bytes() == (tmp_path / "b/out/image.oci.tar").read_bytes()
+
+
+def test_layers_are_normalised_tars_with_the_folder_at_the_root(tmp_path: Path) -> None:
+    image = _build(_folder(tmp_path / "f"), tmp_path / "out")
+    blobs = tmp_path / "out/layout/blobs/sha256"
+    entries = {}
+    for layer in image["layers"]:
+        data = (blobs / layer["digest"].split(":")[1]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == layer["digest"].split(":")[1] and len(data) == layer["size"]
+        assert layer_media_type(tmp_path, layer) == "application/vnd.oci.image.layer.v1.tar+gzip"  # compressible
+        assert data[4:8] == b"\0\0\0\0"  # gzip header mtime 0
+        raw = gzip.decompress(data)
+        assert "sha256:" + hashlib.sha256(raw).hexdigest() == layer["diff_id"]
+        with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+            for m in tar.getmembers():
+                assert (m.mtime, m.uid, m.gid, m.uname, m.gname) == (0, 0, 0, "", "")
+                entries[m.name] = m.mode
+    # The big file alone in the first layer, the rest together, executables 0755.
+    assert len(image["layers"]) == 2
+    assert entries == {"backend.pex": 0o755, "run.sh": 0o755, "build-record.json": 0o644}
+
+
+def layer_media_type(tmp_path: Path, layer: dict) -> str:
+    manifest, _ = read_layout(tmp_path / "out/layout")
+    return next(l["mediaType"] for l in manifest["layers"] if l["digest"] == layer["digest"])
+
+
+def test_incompressible_big_file_is_stored_as_plain_tar(tmp_path: Path) -> None:
+    big = b"".join(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(2048))  # 64 KiB of noise
+    image = _build(_folder(tmp_path / "f", big=big), tmp_path / "out")
+    assert layer_media_type(tmp_path, image["layers"][0]) == "application/vnd.oci.image.layer.v1.tar"
+    data = (tmp_path / "out/layout/blobs/sha256" / image["layers"][0]["digest"].split(":")[1]).read_bytes()
+    assert image["layers"][0]["diff_id"] == image["layers"][0]["digest"]  # uncompressed: the same
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        assert tar.extractfile("backend.pex").read() == big
+    assert layer_media_type(tmp_path, image["layers"][1]).endswith("+gzip")
+
+
+def test_an_identical_big_file_is_the_same_layer_in_two_images(tmp_path: Path) -> None:
+    a = _build(_folder(tmp_path / "a", small="one"), tmp_path / "a-out")
+    b = _build(_folder(tmp_path / "b", small="two"), tmp_path / "b-out")
+    assert a["layers"][0] == b["layers"][0]  # shared: a registry stores it once
+    assert a["layers"][1] != b["layers"][1] and a["manifest_digest"] != b["manifest_digest"]
+
+
+def test_layout_index_and_docker_archive_view_agree(tmp_path: Path) -> None:
+    image = _build(_folder(tmp_path / "f"), tmp_path / "out")
+    manifest, digest = read_layout(tmp_path / "out/layout")
+    assert digest == image["manifest_digest"]
+    assert [l["digest"] for l in manifest["layers"]] == [l["digest"] for l in image["layers"]]
+    assert manifest["annotations"] == {"k": "v"}
+    with tarfile.open(tmp_path / "out/image.oci.tar") as tar:
+        names = tar.getnames()
+        docker = json.load(tar.extractfile("manifest.json"))
+    assert {"oci-layout", "index.json", "manifest.json"} <= set(names) and names == sorted(names)
+    assert docker[0]["Config"] == "blobs/sha256/" + manifest["config"]["digest"].split(":")[1]
+    assert docker[0]["Layers"] == ["blobs/sha256/" + l["digest"].split(":")[1] for l in manifest["layers"]]
+
+
+def test_a_folder_without_an_executable_run_sh_is_refused(tmp_path: Path) -> None:
+    folder = _folder(tmp_path / "f")
+    (folder / "run.sh").chmod(0o644)
+    with pytest.raises(ValueError, match="no executable run.sh"):
+        write_layout(folder, tmp_path / "out", ref_name="x", annotations={})
+
+
+def test_an_own_layer_dir_is_one_layer_shared_by_images_that_carry_it(tmp_path: Path) -> None:
+    """python/ (the portable interpreter) is one layer, first, with the same digest in two images
+    whose other files differ; its big files do not get layers of their own."""
+    images = []
+    for name, small in (("a", "one"), ("b", "two")):
+        folder = _folder(tmp_path / name, small=small, big=small.encode() * 2048)
+        (folder / "python/bin").mkdir(parents=True)
+        (folder / "python/bin/python3.11").write_bytes(b"\x7fELF" + b"x" * 4096)  # over --own-layer-bytes
+        (folder / "python/bin/python3.11").chmod(0o755)
+        (folder / "python/lib/python3.11").mkdir(parents=True)
+        (folder / "python/lib/python3.11/os.py").write_text("# os\n")
+        out = tmp_path / f"{name}-out"
+        assert main([str(folder), str(out), "--ref-name=x", "--own-layer-bytes=1024", "--own-layer-dir=python"]) == 0
+        images.append(json.loads((out / "image.json").read_text()))
+        layer = (out / "layout/blobs/sha256" / images[-1]["layers"][0]["digest"].split(":")[1]).read_bytes()
+        with tarfile.open(fileobj=io.BytesIO(gzip.decompress(layer))) as tar:
+            assert tar.getnames() == ["python", "python/bin", "python/lib", "python/lib/python3.11", "python/bin/python3.11", "python/lib/python3.11/os.py"]
+            assert tar.getmember("python/bin/python3.11").mode == 0o755
+    a, b = images
+    assert len(a["layers"]) == 3  # python/, backend.pex, the small files
+    assert a["layers"][0] == b["layers"][0]
+    assert a["layers"][1] != b["layers"][1] and a["manifest_digest"] != b["manifest_digest"]
+
+
+def test_a_wheel_of_a_packed_pex_is_the_same_layer_in_every_image_that_carries_it(tmp_path: Path) -> None:
+    """backend.pex/.deps/<wheel> at or above the default --own-layer-bytes (1 MiB) is a layer of
+    its own: two backends carrying the same torch share its digest, so a registry stores it once."""
+    wheel = b"".join(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(40_000))  # 1.2 MiB of noise
+    images = []
+    for name in ("a", "b"):
+        folder = _folder(tmp_path / name, small=name)
+        (folder / "backend.pex").unlink()
+        (folder / "backend.pex/.deps").mkdir(parents=True)
+        (folder / "backend.pex/.deps/torch-2.13.0-cp311-none-linux_x86_64.whl").write_bytes(wheel)
+        (folder / f"backend.pex/{name}.py").write_text(name)
+        out = tmp_path / f"{name}-out"
+        assert main([str(folder), str(out), "--ref-name=x"]) == 0
+        images.append(json.loads((out / "image.json").read_text()))
+    a, b = images
+    assert len(a["layers"]) == 2 and a["layers"][0] == b["layers"][0]  # the wheel, then the rest
+    manifest, _ = read_layout(tmp_path / "a-out/layout")
+    assert manifest["layers"][0]["mediaType"] == "application/vnd.oci.image.layer.v1.tar"  # noise: gzip saves nothing
+    assert a["layers"][1] != b["layers"][1]

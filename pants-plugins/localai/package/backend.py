@@ -1,0 +1,187 @@
+"""`pants package backends/<name>:<accel>`: the backend PEX and the LocalAI backend folder.
+
+Output, under dist/backends/<name>/<accel>/ (the folder LocalAI loads):
+  backend.pex/             the gRPC server, a PEX in pex's `packed` layout (a directory):
+                           backend.pex/__main__.py --addr host:port. Each wheel is one zip under
+                           backend.pex/.deps/, zipped once per wheel version in the pex_root
+                           named cache and reused by every backend that carries it (a zipapp
+                           re-compresses all of torch on every build); in the OCI image each big
+                           wheel is a layer of its own, shared by every image that carries it
+  run.sh                   what LocalAI executes; passes its arguments to the PEX
+  python/                  the portable CPython run.sh starts the PEX with, when
+                           [localai-portable-python].archive is set (portable_python.py)
+  build-record.json        name, accelerator, capabilities, version, lockfile and artifact sha256
+                           (not metadata.json: LocalAI writes its own file of that name into
+                           every installed backend folder)
+  sbom.cdx.json            CycloneDX SBOM from the lockfile (sbom.py, records.py)
+  provenance.intoto.json   in-toto / SLSA provenance statement (provenance.py)
+and under dist/images/<name>/<accel>/ the OCI image of that folder (image.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pants.backend.python.pip_requirement import PipRequirement
+from pants.backend.python.target_types import EntryPoint, PexLayout
+from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+from pants.backend.python.util_rules.pex import Pex, PexRequest
+from pants.backend.python.util_rules.pex_cli import PexCli
+from pants.backend.python.util_rules.pex_requirements import PexRequirements, Resolve
+from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
+from pants.engine.fs import AddPrefix, CreateDigest, Digest, DigestEntries, MergeDigests, RemovePrefix
+from pants.engine.platform import Platform
+from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.unions import UnionRule
+from pants.util.logging import LogLevel
+from pants.version import VERSION as PANTS_VERSION
+
+from localai.errors import LocalAIError
+from localai.model.artifact import BackendVariantFieldSet, PexTree
+from localai.model.records import BUILD_RECORD
+from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
+from localai.model.variant import BackendVariant, BackendVariantRequest, PinPolicyError, Variant
+from localai.oci.image import BackendImage, BackendImageRequest, image_dir
+from localai.package.portable_python import DIR as PORTABLE_PYTHON_DIR
+from localai.package.portable_python import PortablePython, PortablePythonRequest, python_version_of
+from localai.package.provenance import PROVENANCE_NAME
+from localai.package.records import ARTIFACT, RUN_SH, folder_records
+from localai.package.sbom import SBOM_NAME
+from localai.package.sources import BackendSources, BackendSourcesRequest
+
+# Needed to compile backend.proto at build time, not at run time: kept out of the PEX.
+BUILD_ONLY_REQUIREMENT = "grpcio-tools"
+
+
+class GrpcToolsMissingError(LocalAIError):
+    pass
+
+
+class PexToolError(LocalAIError):
+    pass
+
+
+def runtime_requirements(variant: Variant, layered: LayeredRequirements) -> tuple[str, ...]:
+    """The variant's requirements the PEX carries; refuses what cannot be packaged, naming the fix."""
+    if layered.unsatisfied:
+        raise PinPolicyError(
+            f"{variant.address}: the {variant.accelerator.name} pin policy cannot satisfy this backend: " + "; ".join(layered.unsatisfied)
+        )
+    by_name = {PipRequirement.parse(r).project_name.lower(): r for r in layered.requirements}
+    if BUILD_ONLY_REQUIREMENT not in by_name:
+        raise GrpcToolsMissingError(
+            f"{variant.address}: {variant.directory}/requirements.txt must pin grpcio-tools (the "
+            "build compiles backend.proto with it, from the same lock as grpcio/protobuf)."
+        )
+    return tuple(r for name, r in by_name.items() if name != BUILD_ONLY_REQUIREMENT)
+
+
+@dataclass(frozen=True)
+class BackendPexRequest:
+    variant: Variant
+    requirements: tuple[str, ...]
+    sources: BackendSources
+    interpreter_constraints: InterpreterConstraints
+
+
+@dataclass(frozen=True)
+class BackendPex:
+    digest: Digest  # backend.pex/ at the digest root
+    tree: PexTree
+
+
+@rule(desc="Build a backend PEX", level=LogLevel.DEBUG)
+async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
+    variant = request.variant
+    path = f"{variant.folder}/{ARTIFACT}"
+    pex = await Get(
+        Pex,
+        PexRequest(
+            output_filename=path,
+            internal_only=False,
+            layout=PexLayout.PACKED,
+            requirements=PexRequirements(
+                request.requirements, from_superset=Resolve(variant.resolve, False), description_of_origin=str(variant.address)
+            ),
+            interpreter_constraints=request.interpreter_constraints,
+            sources=request.sources.digest,
+            main=EntryPoint.parse(request.sources.entry_point),
+            # venv execution mode: the first start unpacks into PEX_ROOT once, later starts reach
+            # Health OK as fast as a plain venv (docs/benchmarks.md, cold start).
+            additional_args=("--venv",),
+            description=f"Build {path}",
+        ),
+    )
+    tree = PexTree.of(await Get(DigestEntries, Digest, pex.digest), path)
+    return BackendPex(await Get(Digest, RemovePrefix(pex.digest, variant.folder)), tree)
+
+
+def image_request(
+    variant: Variant, version: str, lockfile_sha256: str, folder: Digest, ics: InterpreterConstraints, portable: PortablePython
+) -> BackendImageRequest:
+    return BackendImageRequest(
+        folder,
+        variant.backend,
+        variant.accelerator.name,
+        variant.entry,
+        (
+            ("org.opencontainers.image.title", variant.entry),
+            ("org.opencontainers.image.version", version),
+            ("io.localai.backend", variant.backend),
+            ("io.localai.accelerator", variant.accelerator.name),
+            ("io.localai.model.lockfile.sha256", lockfile_sha256),
+        ),
+        ics,
+        own_layer_dirs=(PORTABLE_PYTHON_DIR,) if portable.enabled else (),
+    )
+
+
+@rule(desc="Package a LocalAI backend variant", level=LogLevel.INFO)
+async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: PexCli, platform: Platform) -> BuiltPackage:
+    backend_variant = await Get(BackendVariant, BackendVariantRequest(field_set.address))
+    variant, lockfile, version = backend_variant.variant, backend_variant.locked(), backend_variant.version
+    layered = await Get(LayeredRequirements, RequirementsOfVariant(field_set.address, variant))
+    requirements = runtime_requirements(variant, layered)
+    ics = InterpreterConstraints([variant.accelerator.python])
+    portable = await Get(PortablePython, PortablePythonRequest(python_version_of(variant.accelerator.python)))
+    sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
+    pex = await Get(BackendPex, BackendPexRequest(variant, requirements, sources, ics))
+    records = folder_records(
+        variant=variant,
+        version=version,
+        lockfile=lockfile,
+        pex_tree=pex.tree,
+        pin_policy=layered.replacements,
+        portable=portable,
+        engine_components=sources.sbom_components,
+        sources_digest=sources.digest.fingerprint,
+        pex_version=pex_cli.version,
+        pex_sha256=pex_tool_sha256(pex_cli, platform),
+        pants_version=str(PANTS_VERSION),
+    )
+    folder = await Get(Digest, MergeDigests([pex.digest, await Get(Digest, CreateDigest(records)), portable.digest]))
+    image = await Get(BackendImage, BackendImageRequest, image_request(variant, version, lockfile.sha256, folder, ics, portable))
+    digest = await Get(Digest, MergeDigests([await Get(Digest, AddPrefix(folder, variant.folder)), image.digest]))
+    return BuiltPackage(
+        digest,
+        (
+            BuiltPackageArtifact(f"{variant.folder}/{ARTIFACT}/", (f"{pex.tree.size / 1e6:.1f} MB, tree sha256 {pex.tree.sha256}",)),
+            *(BuiltPackageArtifact(f"{variant.folder}/{name}") for name in (RUN_SH, BUILD_RECORD, SBOM_NAME, PROVENANCE_NAME)),
+            BuiltPackageArtifact(f"{image_dir(variant.backend, variant.accelerator.name)}/", (f"OCI image {image.manifest_digest}",)),
+        ),
+    )
+
+
+def pex_tool_sha256(pex_cli: PexCli, platform: Platform) -> str:
+    """The pinned sha256 of the pex tool for this platform, as [pex-cli].known_versions lists it."""
+    for known in pex_cli.known_versions:
+        version, known_platform, sha, _ = (x.strip() for x in known.split("|"))
+        if version == pex_cli.version and known_platform == platform.value:
+            return sha
+    raise PexToolError(
+        f"[pex-cli].known_versions has no sha256 for pex {pex_cli.version} on {platform.value}: provenance would name "
+        "the pex tool without a digest. Fix: add its entry to pants.toml (./pants builds the tool and prints it)."
+    )
+
+
+def rules():
+    return (*collect_rules(), UnionRule(PackageFieldSet, BackendVariantFieldSet))

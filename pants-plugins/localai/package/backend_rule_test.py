@@ -1,0 +1,186 @@
+"""`package_backend_variant`, the core packaging rule, run in-process (RuleRunner) on a fixture
+backend, engine boundary included: the real Variant, requirements, lockfile, grpcio-tools stub
+compilation, Pex and OCI image rules and their processes (pex, pip, protoc), no mocks.
+
+The fixture `backends/tiny` pins grpcio, protobuf and grpcio-tools, and its lockfile is the
+committed lockfiles/minilm-ggml-cpu.lock (a real Pants lockfile of exactly those pins, whose
+wheels pex fetches from PyPI once into the shared pex_root cache, as `pants package` does).
+The built PEX is then started: its entry point imports the stubs generated at build time.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from pants.core.goals.package import BuiltPackage
+from pants.engine.addresses import Address
+from pants.engine.fs import Digest, DigestEntries, FileEntry
+from pants.engine.internals.scheduler import ExecutionError
+from pants.testutil.rule_runner import QueryRule, RuleRunner
+
+from localai.model.artifact import BackendVariantFieldSet
+from localai.model.records import BUILD_RECORD
+from localai.testutil import SHARED_RUNTIME, make_rule_runner, pex_cli_options, repo_file
+
+LOCK = repo_file("lockfiles/minilm-ggml-cpu.lock")
+PINS = "grpcio==1.85.3\nprotobuf==7.36.2\n"
+GRPC_TOOLS = "grpcio-tools==1.85.1\n"
+FOLDER = "backends/tiny/cpu"
+
+BACKEND_PY = '''"""Fixture backend: prints what the PEX carries."""
+import sys
+
+
+def main():
+    import grpc
+    from backends.proto import backend_pb2, backend_pb2_grpc  # generated at build time
+
+    rpcs = backend_pb2.DESCRIPTOR.services_by_name["Backend"].methods
+    assert hasattr(backend_pb2_grpc, "BackendServicer")
+    print(f"grpc={grpc.__version__} rpcs={len(rpcs)} args={sys.argv[1:]}")
+'''
+
+
+def backend(name: str, requirements: str = PINS + GRPC_TOOLS, lockfile: str | None = LOCK) -> dict[str, str]:
+    """backends/<name> declared with the real localai_backend macro."""
+    files = {
+        f"backends/{name}/backend.py": BACKEND_PY,
+        f"backends/{name}/requirements.txt": requirements,
+        f"backends/{name}/requirements-cpu.txt": "# nothing cpu-specific\n",
+        f"backends/{name}/BUILD": 'localai_backend(accelerators=["cpu"], version="1.2.3")\n',
+    }
+    if lockfile is not None:
+        files[f"lockfiles/{name}-cpu.lock"] = lockfile
+    return files
+
+
+# tiny packages; nolock has no lockfile; notools does not pin grpcio-tools.
+BACKENDS = ("tiny", "nolock", "notools")
+FILES = {
+    **SHARED_RUNTIME,
+    "3rdparty/accelerators.toml": repo_file("3rdparty/accelerators.toml"),
+    "3rdparty/accelerators/cpu.txt": repo_file("3rdparty/accelerators/cpu.txt"),
+    "backends/proto/backend.proto": repo_file("backends/proto/backend.proto"),
+    "backends/proto/BUILD": 'localai_proto(name="proto", sources=["backend.proto"])\n',
+    **backend("tiny"),
+    **backend("nolock", lockfile=None),
+    **backend("notools", requirements=PINS),
+}
+
+
+def repo_options() -> list[str]:
+    """pants.toml's settings the build depends on: pip and interpreter, the package index and the
+    wheelhouse path mapping, the hermetic subprocess environment (no host pip configuration)."""
+    import toml  # pants: no-infer-dep (toml comes with pantsbuild.pants)
+
+    home = os.path.expanduser("~")
+    conf = toml.loads(repo_file("pants.toml").replace("%(homedir)s", home))
+    python, repos = conf["python"], conf["python-repos"]
+    return [
+        f"--python-interpreter-constraints={python['interpreter_constraints']!r}",
+        f"--python-pip-version={python['pip_version']}",
+        "--python-enable-resolves",
+        f"--python-repos-indexes={repos['indexes']!r}",
+        f"--python-repos-path-mappings={repos['path_mappings']!r}",
+        f"--subprocess-environment-env-vars={conf['subprocess-environment']['env_vars']!r}",
+    ]
+
+
+@pytest.fixture(scope="module")
+def rule_runner() -> RuleRunner:
+    # One RuleRunner (one rule graph) for every test of this file.
+    rule_runner = make_rule_runner(QueryRule(BuiltPackage, [BackendVariantFieldSet]), QueryRule(DigestEntries, [Digest]))
+    rule_runner.write_files(FILES)
+    rule_runner.set_options(
+        [
+            *pex_cli_options(),
+            *repo_options(),
+            f"--python-resolves={ {f'{b}-cpu': f'lockfiles/{b}-cpu.lock' for b in BACKENDS}!r}",
+            f"--python-resolves-to-constraints-file={ {f'{b}-cpu': '3rdparty/accelerators/cpu.txt' for b in BACKENDS}!r}",
+        ],
+        env_inherit={"PATH", "PYENV_ROOT", "HOME"},
+    )
+    return rule_runner
+
+
+def package(rule_runner: RuleRunner, name: str) -> BuiltPackage:
+    tgt = rule_runner.get_target(Address(f"backends/{name}", target_name="cpu"))
+    return rule_runner.request(BuiltPackage, [BackendVariantFieldSet.create(tgt)])
+
+
+@pytest.fixture(scope="module")
+def built(rule_runner) -> tuple[RuleRunner, BuiltPackage]:
+    result = package(rule_runner, "tiny")
+    rule_runner.write_digest(result.digest, path_prefix="dist")
+    return rule_runner, result
+
+
+def test_packaging_writes_the_folder_localai_loads_and_its_image(built) -> None:
+    rule_runner, result = built
+    artifacts = [a.relpath for a in result.artifacts]
+    assert artifacts == [f"{FOLDER}/{n}" for n in ("backend.pex/", "run.sh", BUILD_RECORD, "sbom.cdx.json",
+                                                    "provenance.intoto.json")] + ["images/tiny/cpu/"]
+    entries = {e.path: e for e in rule_runner.request(DigestEntries, [result.digest]) if isinstance(e, FileEntry)}
+    # pex's packed layout: a directory whose __main__.py is what run.sh executes.
+    assert entries[f"{FOLDER}/run.sh"].is_executable and entries[f"{FOLDER}/backend.pex/__main__.py"].is_executable
+    assert any(p.startswith(f"{FOLDER}/backend.pex/.deps/grpcio-1.85.3-") for p in entries)
+    assert "metadata.json" not in {Path(p).name for p in entries}  # LocalAI writes its own
+    assert "images/tiny/cpu/image.json" in entries
+
+
+def test_build_record_names_variant_lockfile_and_artifact(built) -> None:
+    rule_runner, _ = built
+    dist = Path(rule_runner.build_root, "dist", FOLDER)
+    # The tree sha256 by the coreutils recipe the build record documents (package.PexTree).
+    listing = subprocess.run(
+        "find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum",
+        shell=True, cwd=dist / "backend.pex", capture_output=True, text=True, check=True,
+    ).stdout.split()[0]
+    size = sum(f.stat().st_size for f in (dist / "backend.pex").rglob("*") if f.is_file())
+    record = json.loads((dist / BUILD_RECORD).read_text())
+    assert record == {
+        "name": "tiny",
+        "accelerator": "cpu",
+        "capabilities": ["default", "cpu"],
+        "version": "1.2.3",
+        "resolve": "tiny-cpu",
+        "lockfile": "lockfiles/tiny-cpu.lock",
+        "lockfile_sha256": hashlib.sha256(LOCK.encode()).hexdigest(),
+        "artifact": "backend.pex",
+        "artifact_sha256": listing,
+        "artifact_size": size,
+        "sbom": "sbom.cdx.json",
+        "provenance": "provenance.intoto.json",
+    }
+    sbom = json.loads((dist / "sbom.cdx.json").read_text())
+    assert {c["name"] for c in sbom["components"]} >= {"grpcio", "protobuf", "grpcio-tools"}
+
+
+def test_the_pex_runs_with_stubs_compiled_from_its_own_lock(built, tmp_path) -> None:
+    rule_runner, _ = built
+    dist = Path(rule_runner.build_root, "dist", FOLDER)
+    # run.sh is what LocalAI executes (the PEX unpacks once per machine into the tests' PEX_ROOT).
+    pex_root = os.environ.get("LOCALAI_TEST_PEX_ROOT") or str(tmp_path / "pex-root")
+    out = subprocess.run(["sh", str(dist / "run.sh"), "--addr", "127.0.0.1:0"], capture_output=True, text=True,
+                         env={**os.environ, "PEX_ROOT": pex_root}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "grpc=1.85.3 rpcs=52 args=['--addr', '127.0.0.1:0']"
+
+
+def test_missing_lockfile_names_the_target_and_the_command_that_makes_it(rule_runner) -> None:
+    with pytest.raises(ExecutionError) as e:
+        package(rule_runner, "nolock")
+    msg = str(e.value)
+    assert "backends/nolock:cpu: lockfiles/nolock-cpu.lock does not exist, so this variant cannot be built" in msg
+    assert "./pants generate-lockfiles --resolve=nolock-cpu" in msg and "commit lockfiles/nolock-cpu.lock" in msg
+
+
+def test_missing_grpcio_tools_pin_names_the_file_and_why(rule_runner) -> None:
+    with pytest.raises(ExecutionError) as e:
+        package(rule_runner, "notools")
+    assert ("backends/notools:cpu: backends/notools/requirements.txt must pin grpcio-tools (the build compiles "
+            "backend.proto with it, from the same lock as grpcio/protobuf)") in str(e.value)

@@ -1,0 +1,126 @@
+"""The variant model every goal reads (variant.BackendVariant), on BUILD files written with the
+real `localai_backend` macro, and what packaging asks of it."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from pants.engine.addresses import Address
+from pants.engine.internals.scheduler import ExecutionError
+from pants.engine.target import TransitiveTargets, TransitiveTargetsRequest
+from pants.testutil.rule_runner import QueryRule
+
+from localai.model.accelerators import AcceleratorMatrix
+from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
+from localai.model.variant import (
+    AllBackendVariants,
+    BackendVariant,
+    BackendVariantRequest,
+    BackendVariants,
+    BackendVariantsRequest,
+    MissingLockfileError,
+    Variant,
+    VariantRequest,
+)
+from localai.testutil import backend_files, make_rule_runner, repo_file, resolve_options
+
+MATRIX = AcceleratorMatrix.parse(repo_file("3rdparty/accelerators.toml"))
+LOCK = "// header\n" + json.dumps({"locked_resolves": []})
+
+
+def _runner():
+    return make_rule_runner(
+        QueryRule(BackendVariant, [BackendVariantRequest]),
+        QueryRule(BackendVariants, [BackendVariantsRequest]),
+        QueryRule(AllBackendVariants, []),
+        QueryRule(TransitiveTargets, [TransitiveTargetsRequest]),
+        QueryRule(Variant, [VariantRequest]),
+        QueryRule(LayeredRequirements, [RequirementsOfVariant]),
+    )
+
+
+def _bark(rule_runner, accels=("cpu", "rocm"), build=None):
+    files = backend_files("bark", {a: "" for a in accels})
+    if build:
+        files["backends/bark/BUILD"] = build
+    rule_runner.write_files({**files, "lockfiles/bark-cpu.lock": LOCK})
+    rule_runner.set_options(resolve_options("bark", accels))
+
+
+def test_every_variant_with_its_lockfile_or_why_not() -> None:
+    rule_runner = _runner()
+    _bark(
+        rule_runner,
+        build='localai_backend(accelerators=["cpu", "rocm"], version="1.2.3", size_budget_mb={"cpu": 77}, '
+        'not_lockable_here={"rocm": "the rocm7.0 index is unreachable here"})\n',
+    )
+    variants = rule_runner.request(AllBackendVariants, [])
+    assert [str(v.address) for v in variants] == ["backends/bark:cpu", "backends/bark:rocm"]
+    cpu, rocm = variants
+    assert cpu.lockfile.path == "lockfiles/bark-cpu.lock"
+    assert cpu.lockfile.sha256 == hashlib.sha256(LOCK.encode()).hexdigest()
+    assert (cpu.version, cpu.size_budget_mb) == ("1.2.3", 77)
+    assert rocm.lockfile is None
+    assert rocm.size_budget_mb == MATRIX.accelerators["rocm"].size_budget_mb  # no override: the accelerator's
+    assert [str(v.address) for v in variants.locked()] == ["backends/bark:cpu"]
+    with pytest.raises(MissingLockfileError) as e:
+        rocm.locked()
+    msg = str(e.value)
+    assert "backends/bark:rocm: lockfiles/bark-rocm.lock does not exist" in msg
+    assert "Why: the rocm7.0 index is unreachable here" in msg
+    assert "https://download.pytorch.org/whl/rocm7.0" in msg
+    assert "./pants generate-lockfiles --resolve=bark-rocm" in msg
+
+
+def test_a_variant_without_a_reason_says_how_to_make_its_lockfile() -> None:
+    rule_runner = _runner()
+    _bark(rule_runner, accels=("cpu", "cuda13"))
+    v = rule_runner.request(BackendVariant, [BackendVariantRequest(Address("backends/bark", target_name="cuda13"))])
+    assert v.why_unlocked == "not generated yet: `./pants generate-lockfiles --resolve=bark-cuda13`"
+
+
+def test_only_variants_among_the_addresses_given() -> None:
+    rule_runner = _runner()
+    _bark(rule_runner)
+    chosen = rule_runner.request(
+        BackendVariants,
+        [BackendVariantsRequest((Address("backends/bark", target_name="src"), Address("backends/bark", target_name="rocm")))],
+    )
+    assert [str(v.address) for v in chosen] == ["backends/bark:rocm"]
+
+
+def test_requirement_files_and_lockfile_are_inputs_of_the_variant() -> None:
+    rule_runner = _runner()
+    _bark(rule_runner)
+    closure = rule_runner.request(
+        TransitiveTargets, [TransitiveTargetsRequest([Address("backends/bark", target_name="cpu")])]
+    )
+    specs = {t.address.spec for t in closure.dependencies}
+    assert "backends/bark/requirements.txt:requirements-cpu" in specs
+    assert "backends/bark/requirements-cpu.txt:requirements-cpu" in specs
+    assert "lockfiles/bark-cpu.lock:_bark-cpu_lockfile" in specs
+    assert "backends/bark:requirements-cpu#torch" in specs
+    # rocm has no lockfile yet: no lockfile target to depend on, and the rest still resolves.
+    rocm = rule_runner.request(
+        TransitiveTargets, [TransitiveTargetsRequest([Address("backends/bark", target_name="rocm")])]
+    )
+    specs = {t.address.spec for t in rocm.dependencies}
+    assert "backends/bark/requirements-rocm.txt:requirements-rocm" in specs
+    assert not any("lockfile" in s for s in specs)
+
+
+def test_packaging_reads_requirements_through_the_variants_requirements_target() -> None:
+    rule_runner = _runner()
+    _bark(rule_runner)
+    address = Address("backends/bark", target_name="cpu")
+    variant = rule_runner.request(Variant, [VariantRequest(address, "cpu")])
+    layered = rule_runner.request(LayeredRequirements, [RequirementsOfVariant(address, variant)])
+    assert layered.files == ("backends/bark/requirements.txt", "backends/bark/requirements-cpu.txt")
+    assert layered.requirements == ("grpcio-tools==1.85.1", "torch")
+    # A variant declared by hand without its requirements target gets the fix.
+    rule_runner.write_files(
+        {"backends/bark/BUILD": 'localai_sources(name="src")\nlocalai_backend_variant(name="cpu", accelerator="cpu", dependencies=[":src"])\n'}
+    )
+    with pytest.raises(ExecutionError, match=r'depends on 0 localai_requirements targets .* dependencies=\[":requirements-cpu"'):
+        rule_runner.request(LayeredRequirements, [RequirementsOfVariant(address, variant)])

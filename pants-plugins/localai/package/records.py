@@ -1,0 +1,104 @@
+"""The records of a backend folder: build-record.json, the SBOM and the provenance statement.
+
+Pure functions of what packaging already knows (digests, the lockfile, the interpreter): no file
+of the artifact is read again to write them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pants.engine.fs import FileContent
+
+from localai.model.artifact import PexTree
+from localai.model.lockfile import Lockfile
+from localai.model.records import BUILD_RECORD, canonical_json
+from localai.model.variant import Variant
+from localai.package.portable_python import PortablePython
+from localai.package.provenance import PROVENANCE_NAME, provenance_statement
+from localai.package.sbom import SBOM_NAME, cyclonedx_sbom
+
+ARTIFACT = "backend.pex"
+RUN_SH = "run.sh"
+
+
+def backend_record_json(
+    variant: Variant,
+    version: str,
+    lockfile: Lockfile,
+    pex_tree: PexTree,
+    pin_policy: tuple[str, ...] = (),
+    interpreter: dict | None = None,
+) -> bytes:
+    return canonical_json(
+        {
+            "name": variant.backend,
+            "accelerator": variant.accelerator.name,
+            "capabilities": list(variant.accelerator.capabilities),
+            "version": version,
+            "resolve": variant.resolve,
+            "lockfile": lockfile.path,
+            "lockfile_sha256": lockfile.sha256,
+            "artifact": ARTIFACT,
+            "artifact_sha256": pex_tree.sha256,  # PexTree: the sha256sum listing of backend.pex/
+            "artifact_size": pex_tree.size,
+            "sbom": SBOM_NAME,
+            "provenance": PROVENANCE_NAME,
+            # Imported LocalAI folders: pins the accelerator's policy replaced (upstream/layout.py).
+            **({"pin_policy": list(pin_policy)} if pin_policy else {}),
+            # The portable CPython in python/ (portable_python.py); absent: the host's python.
+            **({"interpreter": interpreter} if interpreter else {}),
+        }
+    )
+
+
+def folder_records(
+    *,
+    variant: Variant,
+    version: str,
+    lockfile: Lockfile,
+    pex_tree: PexTree,
+    pin_policy: tuple[str, ...],
+    portable: PortablePython,
+    engine_components: tuple[str, ...],
+    sources_digest: str,
+    pex_version: str,
+    pex_sha256: str,
+    pants_version: str,
+) -> tuple[FileContent, ...]:
+    """run.sh, the build record, the SBOM and the provenance statement that names all of them."""
+    run_sh = portable.run_sh().encode()
+    record = backend_record_json(variant, version, lockfile, pex_tree, pin_policy, portable.record() if portable.enabled else None)
+    sbom = cyclonedx_sbom(
+        name=variant.backend,
+        version=version,
+        artifact=ARTIFACT,
+        artifact_sha256=pex_tree.sha256,
+        lockfile=lockfile.path,
+        lockfile_sha256=lockfile.sha256,
+        requirements=lockfile.requirements(),
+        extra_components=(*(json.loads(c) for c in engine_components), *portable.sbom_components()),
+    )
+    provenance = provenance_statement(
+        target=str(variant.address),
+        subjects={
+            ARTIFACT: pex_tree.sha256,
+            RUN_SH: hashlib.sha256(run_sh).hexdigest(),
+            BUILD_RECORD: hashlib.sha256(record).hexdigest(),
+            SBOM_NAME: hashlib.sha256(sbom).hexdigest(),
+        },
+        lockfile=lockfile.path,
+        lockfile_sha256=lockfile.sha256,
+        sources_digest=sources_digest,
+        pex_version=pex_version,
+        pex_sha256=pex_sha256,
+        python=variant.accelerator.python,
+        pants_version=pants_version,
+        extra_materials=portable.materials(),
+    )
+    return (
+        FileContent(RUN_SH, run_sh, is_executable=True),
+        FileContent(BUILD_RECORD, record),
+        FileContent(SBOM_NAME, sbom),
+        FileContent(PROVENANCE_NAME, provenance),
+    )

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import json
+
+from localai.model.lockfile import parse
+from localai.package.provenance import PREDICATE_TYPE, STATEMENT_TYPE, provenance_statement
+from localai.package.sbom import cyclonedx_sbom, purl
+from localai.testutil import fake_lockfile
+
+LOCK = fake_lockfile(
+    {
+        "torch": ("2.13.0+cpu", [("file://${WHEELHOUSE}/cpu/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "67" * 32)]),
+        "Jinja2": ("3.1.6", [("https://files.example/jinja2-3.1.6-py3-none-any.whl", "ab" * 32), ("https://files.example/jinja2-3.1.6.tar.gz", "cd" * 32)]),
+    }
+)
+
+
+def _sbom() -> dict:
+    return json.loads(
+        cyclonedx_sbom(
+            name="rerankers", version="0.1.0", artifact="backend.pex", artifact_sha256="ee" * 32,
+            lockfile="lockfiles/rerankers-cpu.lock", lockfile_sha256="11" * 32,
+            requirements=parse(LOCK.encode(), "lockfiles/demo-cpu.lock"),
+        )
+    )
+
+
+def test_every_locked_package_is_a_component_with_version_purl_and_the_locks_hashes() -> None:
+    sbom = _sbom()
+    assert (sbom["bomFormat"], sbom["specVersion"]) == ("CycloneDX", "1.5")
+    by_name = {c["name"]: c for c in sbom["components"]}
+    assert sorted(by_name) == ["Jinja2", "torch"]
+    torch = by_name["torch"]
+    assert torch["version"] == "2.13.0+cpu" and torch["purl"] == "pkg:pypi/torch@2.13.0+cpu"
+    assert torch["externalReferences"][0]["hashes"] == [{"alg": "SHA-256", "content": "67" * 32}]
+    jinja = by_name["Jinja2"]
+    assert jinja["purl"] == "pkg:pypi/jinja2@3.1.6"
+    assert sorted(r["hashes"][0]["content"] for r in jinja["externalReferences"]) == ["ab" * 32, "cd" * 32]
+    assert sbom["metadata"]["component"]["hashes"] == [{"alg": "SHA-256", "content": "ee" * 32}]
+    assert sbom["dependencies"][0]["dependsOn"] == [c["bom-ref"] for c in sbom["components"]]
+
+
+def test_sbom_is_reproducible_and_its_serial_follows_the_content() -> None:
+    assert _sbom() == _sbom()
+    assert _sbom()["serialNumber"].startswith("urn:uuid:")
+    other = json.loads(
+        cyclonedx_sbom(name="rerankers", version="0.2.0", artifact="backend.pex", artifact_sha256="ee" * 32,
+                       lockfile="l", lockfile_sha256="11" * 32, requirements=())
+    )
+    assert other["serialNumber"] != _sbom()["serialNumber"]
+    assert "timestamp" not in json.dumps(_sbom())
+
+
+def test_purl_normalises_the_name() -> None:
+    assert purl("Typing_Extensions", "4.12.2") == "pkg:pypi/typing-extensions@4.12.2"
+
+
+def test_provenance_statement_names_subjects_and_materials() -> None:
+    st = json.loads(
+        provenance_statement(
+            target="backends/rerankers:cpu", subjects={"run.sh": "aa" * 32, "backend.pex": "bb" * 32},
+            lockfile="lockfiles/rerankers-cpu.lock", lockfile_sha256="11" * 32, sources_digest="22" * 32,
+            pex_version="v2.1.137", pex_sha256="33" * 32, python="CPython==3.11.*", pants_version="2.17.1",
+        )
+    )
+    assert st["_type"] == STATEMENT_TYPE and st["predicateType"] == PREDICATE_TYPE
+    assert st["subject"] == [{"name": "backend.pex", "digest": {"sha256": "bb" * 32}}, {"name": "run.sh", "digest": {"sha256": "aa" * 32}}]
+    build = st["predicate"]["buildDefinition"]
+    assert build["externalParameters"]["command"] == "./pants package backends/rerankers:cpu"
+    deps = {d["uri"]: d["digest"]["sha256"] for d in build["resolvedDependencies"]}
+    assert deps["lockfiles/rerankers-cpu.lock"] == "11" * 32 and deps["pkg:pypi/pex@2.1.137"] == "33" * 32
+
+
+def test_native_engines_list_library_source_archive_and_toolchain() -> None:
+    from localai.package.sbom import engine_components
+
+    toolchain = parse(
+        fake_lockfile({"ziglang": ("0.17.1", [("https://files.example/ziglang.whl", "99" * 32)])}).encode(), "toolchain.lock"
+    )
+    comps = engine_components(
+        {
+            f"localai_backend/engines/minilm/{level}/build-record.json": {
+                "name": "minilm", "cpu_level": level, "cpu_flags": flags, "library": "libminilm.so", "sha256": sha * 32,
+                "ggml_version": "0.25.3", "target": "x86_64-linux-gnu.2.28",
+                "source": {"archive": "3rdparty/native:sdist", "url": "https://files.example/llama_cpp_python-0.3.36.tar.gz",
+                           "sha256": "83" * 32},
+            }
+            for level, flags, sha in (("avx2", ["avx", "avx2"], "aa"), ("fallback", [], "bb"))
+        },
+        toolchain,
+    )
+    assert [c["bom-ref"].split(":")[0] for c in comps] == ["native", "native", "source", "toolchain"]  # one source for two levels
+    by_ref = {}
+    for c in comps:
+        by_ref.setdefault(c["bom-ref"].split(":")[0], c)  # the first of each kind: avx2's library
+    assert by_ref["native"]["hashes"] == [{"alg": "SHA-256", "content": "aa" * 32}] and by_ref["native"]["version"] == "0.25.3"
+    assert by_ref["native"]["name"] == "minilm/avx2/libminilm.so"
+    assert {"name": "localai:cpu_flags", "value": "avx avx2"} in by_ref["native"]["properties"]
+    assert by_ref["source"]["externalReferences"][0]["hashes"][0]["content"] == "83" * 32
+    assert by_ref["toolchain"]["name"] == "ziglang" and by_ref["toolchain"]["scope"] == "excluded"
+    sbom = json.loads(
+        cyclonedx_sbom(name="minilm-ggml", version="0.1.0", artifact="backend.pex", artifact_sha256="ee" * 32,
+                       lockfile="l", lockfile_sha256="11" * 32, requirements=(), extra_components=comps)
+    )
+    assert len(sbom["components"]) == 4 and len({c["bom-ref"] for c in sbom["components"]}) == 4

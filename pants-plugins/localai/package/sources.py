@@ -1,0 +1,186 @@
+"""The Python files of a backend PEX, for both layouts, from one assembly.
+
+A backend of this repository (`layout="backend"`):
+    localai_backend/backend.py (+ its other files)     main() is the entry point
+    backends/common/..., backends/proto/backend_pb2*    the shared runtime and the stubs, as imported
+    localai_backend/engines/<engine>/<level>/...        native engines and converted models it depends on
+
+An imported LocalAI folder (`layout="localai"`), laid out as its backend.py expects:
+    localai_backend/backend.py (+ the folder's other modules)   run as __main__ (its serve() on --addr)
+    common/grpc_auth.py ...                                      LocalAI's helpers: backend.py's
+                                                                 sys.path insert of <its dir>/../common
+    backend_pb2.py, backend_pb2_grpc.py                          top level, as `import backend_pb2` expects
+
+The stubs are compiled from backends/proto with the variant's own grpcio-tools. The folder is
+`localai_backend`, not the backend's name: LocalAI's rerankers backend imports the PyPI package
+`rerankers`, which a folder of that name would shadow.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+from pants.core.goals.package import BuiltPackage
+from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
+from pants.engine.addresses import Address
+from pants.engine.fs import AddPrefix, Digest, DigestContents, DigestSubset, MergeDigests, PathGlobs, RemovePrefix
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import (
+    Dependencies,
+    DependenciesRequest,
+    Targets,
+    TransitiveTargets,
+    TransitiveTargetsRequest,
+    WrappedTarget,
+    WrappedTargetRequest,
+)
+from pants.util.logging import LogLevel
+
+from localai.errors import LocalAIError
+from localai.model.lockfile import LockfileRequest, MaybeLockfile
+from localai.model.records import BUILD_RECORD
+from localai.model.variant import Variant
+from localai.native.model_conversion import ConvertedModelFieldSet
+from localai.native.rules import NATIVE_TOOLCHAIN_LOCK, NativeEngineFieldSet
+from localai.package.proto import CompiledProto, CompileProtoRequest
+from localai.package.sbom import engine_components
+from localai.target_types import LOCALAI_LAYOUT, LocalAISourcesField, ProtoSourcesField
+
+BACKEND_PACKAGE = "localai_backend"  # the backend's own files, whatever its folder is called
+COMMON_DIR = "common"  # LocalAI's shared helpers, next to its backend folders
+ENTRY_POINTS = {
+    "backend": f"{BACKEND_PACKAGE}.backend:main",
+    # pex runs a module given without a function as __main__: LocalAI's `if __name__ == "__main__"`.
+    LOCALAI_LAYOUT: f"{BACKEND_PACKAGE}.backend",
+}
+
+
+class LocalAIFolderError(LocalAIError):
+    pass
+
+
+@dataclass(frozen=True)
+class BackendSourcesRequest:
+    variant: Variant
+    resolve_ics: InterpreterConstraints
+    layout: str
+
+
+@dataclass(frozen=True)
+class BackendSources:
+    digest: Digest
+    entry_point: str
+    sbom_components: tuple[str, ...] = ()  # JSON components of native engines carried as package data
+
+
+@dataclass(frozen=True)
+class EngineArtifactsRequest:
+    address: Address
+
+
+@dataclass(frozen=True)
+class EngineArtifacts:
+    """The variant's direct dependencies that are native engines or converted models, built, under
+    localai_backend/ in the PEX: a backend serving engines/minilm finds
+    localai_backend/engines/minilm/<CPU level>/libminilm.so as package data."""
+
+    digest: Digest
+    sbom_components: tuple[str, ...] = ()  # JSON of sbom.engine_components, for the backend's SBOM
+
+
+@rule(desc="Build a backend's native engines", level=LogLevel.DEBUG)
+async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtifacts:
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
+    direct = await Get(Targets, DependenciesRequest(wrapped.target[Dependencies]))
+    # Native engines and converted models, by their field sets: no other packageable dependency
+    # is carried into the PEX.
+    engines = [NativeEngineFieldSet.create(t) for t in direct if NativeEngineFieldSet.is_applicable(t)]
+    models = [ConvertedModelFieldSet.create(t) for t in direct if ConvertedModelFieldSet.is_applicable(t)]
+    built = await MultiGet(
+        [
+            *(Get(BuiltPackage, NativeEngineFieldSet, fs) for fs in engines),
+            *(Get(BuiltPackage, ConvertedModelFieldSet, fs) for fs in models),
+        ]
+    )
+    merged = await Get(Digest, MergeDigests(b.digest for b in built))
+    components: tuple = ()
+    if built:
+        records = await Get(DigestContents, DigestSubset(merged, PathGlobs([f"**/{BUILD_RECORD}"])))
+        toolchain = await Get(MaybeLockfile, LockfileRequest(NATIVE_TOOLCHAIN_LOCK))
+        components = tuple(
+            json.dumps(c, sort_keys=True)  # hashable, as engine values must be
+            for c in engine_components(
+                {fc.path: json.loads(fc.content) for fc in records},
+                toolchain.lockfile.requirements() if toolchain.lockfile else (),
+            )
+        )
+    return EngineArtifacts(await Get(Digest, AddPrefix(merged, BACKEND_PACKAGE)), components)
+
+
+async def _moved(digest: Digest, files: list[str], strip: str, prefix: str) -> Digest:
+    subset = await Get(Digest, DigestSubset(digest, PathGlobs(files)))
+    stripped = await Get(Digest, RemovePrefix(subset, strip)) if strip else subset
+    return await Get(Digest, AddPrefix(stripped, prefix)) if prefix else stripped
+
+
+async def _localai_folder(request: BackendSourcesRequest, py: SourceFiles, protos: SourceFiles) -> list[Digest]:
+    variant = request.variant
+    own_dir = variant.directory
+    common_dir = str(PurePath(own_dir).parent / COMMON_DIR)
+    own = [f for f in py.snapshot.files if str(PurePath(f).parent) == own_dir]
+    common = [f for f in py.snapshot.files if str(PurePath(f).parent) == common_dir]
+    if f"{own_dir}/backend.py" not in own:
+        raise LocalAIFolderError(
+            f"{variant.address}: {own_dir}/backend.py is missing: LocalAI runs backend.py. Fix: copy "
+            f"LocalAI's folder unchanged, or remove the variant (`./pants localai-import` again)."
+        )
+    if len(protos.snapshot.files) != 1:
+        raise LocalAIFolderError(f"{variant.address}: expected one .proto (backends/proto/backend.proto), got {protos.snapshot.files}")
+    (proto_path,) = protos.snapshot.files
+    # Compiled at the top level: `import backend_pb2`, and backend_pb2_grpc imports it as such.
+    top_level_proto = await Get(Digest, RemovePrefix(protos.snapshot.digest, str(PurePath(proto_path).parent)))
+    compiled = await Get(
+        CompiledProto, CompileProtoRequest(variant.resolve, request.resolve_ics, top_level_proto, (PurePath(proto_path).name,))
+    )
+    parts = [await _moved(py.snapshot.digest, own, own_dir, BACKEND_PACKAGE), compiled.digest]
+    if common:
+        parts.append(await _moved(py.snapshot.digest, common, common_dir, COMMON_DIR))
+    return parts
+
+
+async def _own_backend(request: BackendSourcesRequest, py: SourceFiles, protos: SourceFiles) -> list[Digest]:
+    variant = request.variant
+    compiled = await Get(
+        CompiledProto, CompileProtoRequest(variant.resolve, request.resolve_ics, protos.snapshot.digest, protos.snapshot.files)
+    )
+    own_prefix = variant.directory + "/"
+    own = [f for f in py.snapshot.files if f.startswith(own_prefix)]
+    shared = [f for f in py.snapshot.files if not f.startswith(own_prefix)]
+    return [
+        await _moved(py.snapshot.digest, own, variant.directory, BACKEND_PACKAGE),
+        await _moved(py.snapshot.digest, shared, "", ""),
+        compiled.digest,
+    ]
+
+
+@rule(desc="Assemble a backend's sources", level=LogLevel.DEBUG)
+async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSources:
+    variant = request.variant
+    transitive = await Get(TransitiveTargets, TransitiveTargetsRequest([variant.address]))
+    py, protos = await MultiGet(
+        Get(SourceFiles, SourceFilesRequest([t[LocalAISourcesField] for t in transitive.closure if t.has_field(LocalAISourcesField)])),
+        Get(SourceFiles, SourceFilesRequest([t[ProtoSourcesField] for t in transitive.closure if t.has_field(ProtoSourcesField)])),
+    )
+    if request.layout == LOCALAI_LAYOUT:
+        parts, components = await _localai_folder(request, py, protos), ()
+    else:
+        engines = await Get(EngineArtifacts, EngineArtifactsRequest(variant.address))
+        parts, components = [*await _own_backend(request, py, protos), engines.digest], engines.sbom_components
+    return BackendSources(await Get(Digest, MergeDigests(parts)), ENTRY_POINTS[request.layout], components)
+
+
+def rules():
+    return collect_rules()

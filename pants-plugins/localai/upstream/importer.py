@@ -1,0 +1,263 @@
+"""`pants localai-import <dir>`: declares LocalAI's own backend folders, copied unchanged into <dir>.
+
+For each `<dir>/<name>/` (LocalAI's backend/python/<name>/) it writes `<dir>/<name>/BUILD`, one
+line: `localai_import(accelerators=[...])`, a variant per accelerator whose LocalAI profile has
+a requirement file there; for `<dir>/common/` (LocalAI's helpers) `localai_common()`. In
+pants.toml it writes the variants' `[python.resolves]` and `[python.resolves_to_constraints_file]`
+entries between marker comments. Re-running rewrites the same bytes; the backends' own files
+are only read. `--check` writes nothing and fails when something would change.
+
+Errors (nothing is written): a folder without backend.py, a requirement file named after a
+profile we do not know, an index line that would break an accelerator's isolation; each names
+the file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from pants.base.specs import Specs
+from pants.engine.console import Console
+from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Snapshot, Workspace
+from pants.engine.goal import Goal, GoalSubsystem
+from pants.engine.rules import Get, collect_rules, goal_rule
+from pants.option.option_types import BoolOption
+
+from localai.errors import LocalAIError
+from localai.goals.resolves import PANTS_TOML, DeclaredResolves, PantsTomlUpdate, ResolveEntry, update_pants_toml
+from localai.model.accelerators import AcceleratorMatrix
+from localai.model.lockfile import LockfileRequest, MaybeLockfile
+from localai.model.variant import backend_name, lockfile_path, resolve_name
+from localai.upstream import report
+from localai.upstream.layout import (
+    BACKEND_FILE,
+    COMMON_DIR,
+    REQUIREMENT_FILE,
+    LocalAIConventions,
+    LocalAILayoutError,
+    check_file_names,
+    profile_files,
+    variant_requirements,
+)
+
+BUILD_HEADER = "# Written by `./pants localai-import {root}`: LocalAI's folder, built unchanged. Do not edit; re-run it."
+
+
+class LocalAIImportError(LocalAIError):
+    pass
+
+
+@dataclass(frozen=True)
+class ImportedVariant:
+    directory: str  # e.g. backends/localai/rerankers
+    backend: str  # resolve prefix, e.g. localai-rerankers
+    accelerator: str
+    pip_options: str
+    replacements: tuple[str, ...]
+    not_lockable: str | None
+
+    @property
+    def resolve(self) -> str:
+        return resolve_name(self.backend, self.accelerator)
+
+
+@dataclass(frozen=True)
+class ImportPlan:
+    build_files: dict[str, str]
+    variants: tuple[ImportedVariant, ...]
+    notes: tuple[str, ...]
+    problems: tuple[str, ...]
+
+
+def _pylist(items) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+def build_line(variants: list[ImportedVariant]) -> str:
+    accels = _pylist(v.accelerator for v in variants)
+    notes = {v.accelerator: v.not_lockable for v in variants if v.not_lockable}
+    if not notes:
+        return f"localai_import(accelerators={accels})"
+    pairs = ", ".join(f'"{a}": {n!r}' for a, n in notes.items())
+    return f"localai_import(accelerators={accels}, not_lockable_here={{{pairs}}})"
+
+
+def plan_import(
+    root: str,
+    folders: dict[str, dict[str, str]],
+    matrix: AcceleratorMatrix,
+    conventions: LocalAIConventions,
+) -> ImportPlan:
+    """``folders``: {folder name: {file name: content for requirement files, "" for others}}."""
+    build_files, variants, notes, problems = {}, [], [], []
+    header = BUILD_HEADER.format(root=root)
+    if COMMON_DIR in folders:
+        build_files[f"{root}/{COMMON_DIR}/BUILD"] = f"{header}\nlocalai_common()\n"
+    else:
+        problems.append(
+            f"{root}/{COMMON_DIR}/ is missing: LocalAI's backends import grpc_auth and other helpers from "
+            f"../common. Fix: copy LocalAI's backend/python/common/ to {root}/{COMMON_DIR}/."
+        )
+    for name in sorted(folders):
+        if name == COMMON_DIR:
+            continue
+        directory = f"{root}/{name}"
+        files = folders[name]
+        if BACKEND_FILE not in files:
+            problems.append(
+                f"{directory}/{BACKEND_FILE} is missing: LocalAI runs backend.py from each backend folder. "
+                f"Fix: copy LocalAI's backend/python/{name}/ unchanged, or remove {directory}/."
+            )
+            continue
+        reqs = {n: c for n, c in files.items() if REQUIREMENT_FILE.match(n)}
+        bad_names = check_file_names(directory, list(reqs), conventions)
+        if bad_names:
+            problems.extend(bad_names)
+            continue
+        declared = []
+        for profile in conventions.profiles.values():
+            if not any(f in reqs for f in profile_files(profile)):
+                continue
+            if profile.accelerator is None:
+                notes.append(f"{directory}: profile {profile.name} has no accelerator here; not declared")
+                continue
+            accel = matrix.accelerators[profile.accelerator]
+            try:
+                layered = variant_requirements(directory, reqs, accel, conventions)
+            except (LocalAILayoutError, ValueError) as e:
+                problems.append(str(e))
+                continue
+            not_lockable = (
+                "the pin policy cannot satisfy it: " + "; ".join(layered.unsatisfied) if layered.unsatisfied else None
+            )
+            declared.append(
+                ImportedVariant(directory, backend_name(directory), accel.name, accel.pip_options, layered.replacements, not_lockable)
+            )
+        if not declared:
+            notes.append(f"{directory}: no requirement file of a profile built here; nothing declared")
+            continue
+        declared.sort(key=lambda v: list(matrix.accelerators).index(v.accelerator))
+        variants.extend(declared)
+        build_files[f"{directory}/BUILD"] = f"{header}\n{build_line(declared)}\n"
+    return ImportPlan(build_files, tuple(variants), tuple(notes), tuple(problems))
+
+
+def import_entries(root: str, declared: tuple[ResolveEntry, ...], plan: ImportPlan) -> tuple[ResolveEntry, ...]:
+    """pants.toml's entries after importing ``root``: its folders' variants as planned now
+    (the BUILD files being written are not in the graph yet), every other declared variant as is."""
+    others = tuple(e for e in declared if not (e.directory == root or e.directory.startswith(root + "/")))
+    return others + tuple(
+        ResolveEntry(v.resolve, lockfile_path(v.resolve), v.pip_options, v.directory) for v in plan.variants
+    )
+
+
+class LocalAIImportSubsystem(GoalSubsystem):
+    name = "localai-import"
+    help = "Declare LocalAI's own backend folders (copied unchanged into a directory) as backend variants."
+
+    check = BoolOption(default=False, help="Write nothing; fail when the BUILD files or pants.toml are not current.")
+    report = BoolOption(
+        default=False,
+        help=(
+            "Write nothing; print per folder and LocalAI profile whether LocalAI's own files, resolved "
+            "LocalAI's way (PyPI first, their extra indexes), pull nvidia/cuda/triton packages and how "
+            "many MB, next to our locked variant (report.py). Needs network."
+        ),
+    )
+
+
+class LocalAIImportGoal(Goal):
+    subsystem_cls = LocalAIImportSubsystem
+    environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
+
+
+async def upstream_report(root: str, folders: dict[str, dict[str, str]], conventions: LocalAIConventions) -> list[str]:
+    lines = []
+    for name in sorted(folders):
+        files = {n: c for n, c in folders[name].items() if REQUIREMENT_FILE.match(n)}
+        if name == COMMON_DIR or not files:
+            continue
+        directory = f"{root}/{name}"
+        for profile in conventions.profiles.values():
+            if not any(f in files for f in profile_files(profile)):
+                continue
+            lockfile = lockfile_path(resolve_name(backend_name(directory), profile.accelerator or ''))
+            resolution = await report.resolve_like_localai(directory, files, profile)
+            maybe = await Get(MaybeLockfile, LockfileRequest(lockfile))
+            ours = report.ours_line(lockfile, maybe.lockfile, profile)
+            lines.append(report.report_line(directory, profile, resolution, ours))
+    return lines
+
+
+def import_roots(specs: Specs) -> tuple[str, ...]:
+    return tuple(s.directory for s in specs.includes.dir_literals)
+
+
+@goal_rule
+async def localai_import(
+    console: Console, workspace: Workspace, specs: Specs, subsystem: LocalAIImportSubsystem
+) -> LocalAIImportGoal:
+    roots = import_roots(specs)
+    if not roots:
+        console.print_stderr("Usage: ./pants localai-import backends/localai  (the folder holding LocalAI's backend folders)")
+        return LocalAIImportGoal(exit_code=1)
+    matrix = await Get(AcceleratorMatrix)
+    conventions = await Get(LocalAIConventions)
+    declared = await Get(DeclaredResolves)
+    entries = declared.entries
+    writes: dict[str, str] = {}
+    failed = False
+    for root in roots:
+        listing = await Get(Snapshot, PathGlobs([f"{root}/*/*"]))
+        req_contents = await Get(DigestContents, PathGlobs([f"{root}/*/requirements*.txt"]))
+        folders: dict[str, dict[str, str]] = {}
+        for path in listing.files:
+            p = PurePath(path)
+            folders.setdefault(p.parent.name, {})[p.name] = ""
+        for fc in req_contents:
+            p = PurePath(fc.path)
+            folders[p.parent.name][p.name] = fc.content.decode()
+        plan = plan_import(root, folders, matrix, conventions)
+        if subsystem.report:
+            for line in await upstream_report(root, folders, conventions):
+                console.print_stdout(line)
+            continue
+        for note in plan.notes:
+            console.print_stdout(f"note: {note}")
+        if plan.problems:
+            failed = True
+            for problem in plan.problems:
+                console.print_stderr(f"error: {problem}")
+            continue
+        for v in plan.variants:
+            status = f" (not lockable: {v.not_lockable})" if v.not_lockable else ""
+            console.print_stdout(f"{v.resolve}: {v.accelerator} variant{status}")
+            for r in v.replacements:
+                console.print_stdout(f"  pin policy: {r}")
+        writes.update(plan.build_files)
+        entries = import_entries(root, entries, plan)
+    if subsystem.report:
+        return LocalAIImportGoal(exit_code=0)
+    if failed:
+        console.print_stderr("localai-import: nothing written")
+        return LocalAIImportGoal(exit_code=1)
+    update = await Get(PantsTomlUpdate)
+    writes[PANTS_TOML] = update_pants_toml(update.current, entries)
+    current = await Get(DigestContents, PathGlobs(list(writes)))
+    have = {fc.path: fc.content.decode() for fc in current}
+    changed = {p: c for p, c in writes.items() if have.get(p) != c}
+    if subsystem.check:
+        for p in sorted(changed):
+            console.print_stderr(f"{p} is not current: run `./pants localai-import {' '.join(roots)}`")
+        return LocalAIImportGoal(exit_code=1 if changed else 0)
+    if changed:
+        workspace.write_digest(
+            await Get(Digest, CreateDigest([FileContent(p, c.encode()) for p, c in sorted(changed.items())]))
+        )
+    for p in sorted(writes):
+        console.print_stdout(f"{'wrote' if p in changed else 'unchanged'} {p}")
+    return LocalAIImportGoal(exit_code=0)
+
+
+def rules():
+    return collect_rules()

@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pants.testutil.rule_runner import RuleRunner
+
+from localai.goals.resolves import ResolveEntry
+from localai.model.accelerators import AcceleratorMatrix
+from localai.testutil import PANTS_TOML, make_rule_runner, repo_file
+from localai.upstream.importer import LocalAIImportGoal, import_entries, plan_import
+from localai.upstream.layout import LocalAIConventions
+
+MATRIX = repo_file("3rdparty/accelerators.toml")
+ROOT = "backends/localai"
+# A LocalAI-style folder: their file names, a CUDA-pulling CPU pin, their other files.
+RERANK = {
+    "backend.py": "",
+    "run.sh": "",
+    "install.sh": "",
+    "test.py": "",
+    "Makefile": "",
+    "requirements.txt": "grpcio==1.85.3\nprotobuf\ncertifi\n",
+    "requirements-cpu.txt": "transformers\ntorch==2.7.1\n",
+    "requirements-cublas13.txt": "transformers\ntorch==2.7.1\n",
+    "requirements-intel.txt": "--extra-index-url https://download.pytorch.org/whl/xpu\ntorch\n",
+    "requirements-l4t13.txt": "torch\n",
+}
+
+
+@pytest.fixture(scope="module")
+def matrix() -> AcceleratorMatrix:
+    return AcceleratorMatrix.parse(MATRIX)
+
+
+@pytest.fixture(scope="module")
+def conventions(matrix) -> LocalAIConventions:
+    return LocalAIConventions.parse(MATRIX, matrix)
+
+
+def test_one_build_line_per_folder_and_only_profiles_with_a_file(matrix, conventions) -> None:
+    plan = plan_import(ROOT, {"common": {"grpc_auth.py": ""}, "rerank": RERANK}, matrix, conventions)
+    assert plan.problems == ()
+    build = plan.build_files[f"{ROOT}/rerank/BUILD"].splitlines()
+    assert build[1:] == ['localai_import(accelerators=["cpu", "cuda13", "intel"])']
+    assert plan.build_files[f"{ROOT}/common/BUILD"].endswith("localai_common()\n")
+    assert [v.resolve for v in plan.variants] == ["localai-rerank-cpu", "localai-rerank-cuda13", "localai-rerank-intel"]
+    cpu = plan.variants[0]
+    assert cpu.replacements == ("requirements-cpu.txt pinned torch==2.7.1; cpu provides torch==2.13.0+cpu",)
+    # l4t13 is LocalAI's, not an accelerator here: read, noted, not declared.
+    assert f"{ROOT}/rerank: profile l4t13 has no accelerator here; not declared" in plan.notes
+
+
+def test_unsatisfiable_policy_declares_the_variant_not_lockable(matrix, conventions) -> None:
+    folder = {"backend.py": "", "requirements-cpu.txt": "torch\ntorchaudio\n"}
+    plan = plan_import(ROOT, {"common": {}, "tts": folder}, matrix, conventions)
+    line = plan.build_files[f"{ROOT}/tts/BUILD"].splitlines()[1]
+    assert line.startswith('localai_import(accelerators=["cpu"], not_lockable_here={"cpu": ')
+    assert "requirements-cpu.txt needs torchaudio; cpu provides no torchaudio build here" in line
+
+
+@pytest.mark.parametrize(
+    "name, folder, expected",
+    [
+        (
+            "nobackend",
+            {"requirements-cpu.txt": "torch\n"},
+            f"{ROOT}/nobackend/backend.py is missing",
+        ),
+        (
+            "badindex",
+            {"backend.py": "", "requirements-cpu.txt": "--extra-index-url https://download.pytorch.org/whl/cu121\ntorch\n"},
+            f"{ROOT}/badindex/requirements-cpu.txt line 1: `--extra-index-url https://download.pytorch.org/whl/cu121` "
+            "would break the cpu accelerator's index isolation",
+        ),
+        (
+            "badprofile",
+            {"backend.py": "", "requirements-cpu.txt": "torch\n", "requirements-rocm.txt": "torch\n"},
+            f"{ROOT}/badprofile/requirements-rocm.txt: 'rocm' is not a LocalAI build profile",
+        ),
+    ],
+)
+def test_bad_folders_fail_naming_the_file(matrix, conventions, name, folder, expected) -> None:
+    plan = plan_import(ROOT, {"common": {}, name: folder}, matrix, conventions)
+    assert any(p.startswith(expected) for p in plan.problems), plan.problems
+    assert f"{ROOT}/{name}/BUILD" not in plan.build_files
+
+
+def test_missing_common_is_a_problem(matrix, conventions) -> None:
+    plan = plan_import(ROOT, {"rerank": RERANK}, matrix, conventions)
+    assert plan.problems[0].startswith(f"{ROOT}/common/ is missing")
+
+
+def test_import_entries_replace_the_roots_variants_and_keep_the_others(matrix, conventions) -> None:
+    plan = plan_import(ROOT, {"common": {}, "rerank": RERANK}, matrix, conventions)
+    old = ResolveEntry("localai-gone-cpu", "lockfiles/localai-gone-cpu.lock", "3rdparty/accelerators/cpu.txt", f"{ROOT}/gone")
+    bark = ResolveEntry("bark-cpu", "lockfiles/bark-cpu.lock", "3rdparty/accelerators/cpu.txt", "backends/bark")
+    entries = import_entries(ROOT, (old, bark), plan)
+    assert [e.resolve for e in entries] == ["bark-cpu", "localai-rerank-cpu", "localai-rerank-cuda13", "localai-rerank-intel"]
+    assert entries[2] == ResolveEntry(
+        "localai-rerank-cuda13", "lockfiles/localai-rerank-cuda13.lock", "3rdparty/accelerators/cuda13.txt", f"{ROOT}/rerank"
+    )
+
+
+def _repo() -> dict[str, str]:
+    files = {
+        "pants.toml": PANTS_TOML,
+        "3rdparty/accelerators.toml": MATRIX,
+        f"{ROOT}/common/grpc_auth.py": "",
+    }
+    files.update({f"{ROOT}/rerank/{k}": v for k, v in RERANK.items()})
+    return files
+
+
+def _run(rule_runner: RuleRunner, *args: str):
+    return rule_runner.run_goal_rule(LocalAIImportGoal, args=[*args, ROOT], env_inherit={"PATH"})
+
+
+def test_goal_writes_build_files_and_pants_toml_and_reruns_unchanged() -> None:
+    rule_runner = make_rule_runner()
+    rule_runner.write_files(_repo())
+    before = Path(rule_runner.build_root, ROOT, "rerank", "requirements-cpu.txt").read_text()
+    result = _run(rule_runner)
+    assert result.exit_code == 0, result.stderr
+    assert "requirements-cpu.txt pinned torch==2.7.1; cpu provides torch==2.13.0+cpu" in result.stdout
+    toml_text = Path(rule_runner.build_root, "pants.toml").read_text()
+    assert '"localai-rerank-intel" = "3rdparty/accelerators/intel.txt"' in toml_text
+    assert Path(rule_runner.build_root, ROOT, "rerank", "BUILD").read_text().endswith(
+        'localai_import(accelerators=["cpu", "cuda13", "intel"])\n'
+    )
+    # The backend's own files are only read.
+    assert Path(rule_runner.build_root, ROOT, "rerank", "requirements-cpu.txt").read_text() == before
+    assert _run(rule_runner, "--check").exit_code == 0
+    again = _run(rule_runner)
+    assert again.exit_code == 0 and "wrote" not in again.stdout
+    assert Path(rule_runner.build_root, "pants.toml").read_text() == toml_text
+
+
+def test_goal_check_fails_when_not_current_and_errors_write_nothing() -> None:
+    rule_runner = make_rule_runner()
+    rule_runner.write_files({**_repo(), f"{ROOT}/broken/requirements-cpu.txt": "torch\n"})
+    result = _run(rule_runner)
+    assert result.exit_code == 1
+    assert f"{ROOT}/broken/backend.py is missing" in result.stderr
+    assert Path(rule_runner.build_root, "pants.toml").read_text() == PANTS_TOML
+    assert not Path(rule_runner.build_root, ROOT, "rerank", "BUILD").exists()

@@ -1,0 +1,260 @@
+"""LocalAI's own backend folders, read LocalAI's way (backend/python/<name>/ copied unchanged).
+
+- Profiles: LocalAI's build profile names (cpu, cublas12, ...) map to our accelerators by data
+  ([localai.profiles] in 3rdparty/accelerators.toml).
+- Install order (LocalAI's libbackend.sh installRequirements): requirements-install.txt,
+  requirements.txt, requirements-${BUILD_TYPE}.txt, requirements-${BUILD_PROFILE}.txt (when it
+  differs), requirements-cpu.txt (when BUILD_TYPE is empty), requirements-after.txt,
+  requirements-${BUILD_PROFILE}-after.txt (when the profile differs from the type). A later
+  file's pin of a project replaces an earlier one, as a later `uv pip install` would.
+- Index isolation: an `--extra-index-url`/`--index-url` line is honoured only when it is the
+  index of the accelerator being built (its resolve already sees that index, through
+  3rdparty/accelerators/<accel>.txt); any other index is refused, naming the file and line.
+- Pin policy: torch-family pins are replaced by what the accelerator provides
+  ([localai.torch_family.<accel>]); each replacement is recorded as one sentence.
+- grpcio-tools: LocalAI installs it at protogen time in a throwaway venv, bounded by the
+  backend's grpcio; here it joins the variant's resolve with the same bound (build-only: the
+  PEX does not carry it).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+
+import toml  # pants: no-infer-dep (toml comes with pantsbuild.pants)
+from pants.backend.python.pip_requirement import PipRequirement
+from pants.engine.fs import DigestContents, PathGlobs
+from pants.engine.rules import Get, collect_rules, rule
+from pants.util.frozendict import FrozenDict
+from pants.util.logging import LogLevel
+
+from localai.errors import LocalAIError
+from localai.model.accelerators import MATRIX_PATH, Accelerator, AcceleratorMatrix
+from localai.model.requirements import (
+    LayeredRequirements,
+    LocalAIRequirementsRequest,
+    RequirementsFileError,
+    layer_with_origin,
+    normalized_name,
+)
+
+REQUIREMENT_FILE = re.compile(r"^requirements(?:-(?P<suffix>.+))?\.txt$")
+BACKEND_FILE = "backend.py"
+COMMON_DIR = "common"  # LocalAI's shared helpers, next to the backend folders
+GRPC_TOOLS = "grpcio-tools"
+_INDEX_OPTIONS = ("--extra-index-url", "--index-url", "-i", "--find-links", "-f")
+
+
+class LocalAILayoutError(LocalAIError):
+    pass
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    build_type: str
+    accelerator: str | None
+
+
+@dataclass(frozen=True)
+class LocalAIConventions:
+    profiles: FrozenDict[str, Profile]
+    # accelerator -> {normalized project name: requirement, or "" when not provided here}
+    torch_family: FrozenDict[str, FrozenDict[str, str]]
+    # accelerator -> other PyTorch indexes of the same accelerator, dropped in favour of its own
+    index_aliases: FrozenDict[str, tuple[str, ...]] = FrozenDict()
+
+    @classmethod
+    def parse(cls, content: str, matrix: AcceleratorMatrix, path: str = MATRIX_PATH) -> "LocalAIConventions":
+        table = toml.loads(content).get("localai")
+        if not table or "profiles" not in table:
+            raise LocalAILayoutError(f"{path}: no [localai.profiles] table: LocalAI's profile names cannot be mapped")
+        profiles = {}
+        for name, entry in table["profiles"].items():
+            accel = entry.get("accelerator")
+            if accel is not None:
+                matrix.get(accel, context=f"{path} [localai.profiles] {name}")
+            profiles[name] = Profile(name, entry.get("build_type", ""), accel)
+        family = {}
+        for accel, pins in table.get("torch_family", {}).items():
+            matrix.get(accel, context=f"{path} [localai.torch_family.{accel}]")
+            family[accel] = FrozenDict({normalized_name(k): v for k, v in pins.items()})
+        aliases = {}
+        for accel, urls in table.get("index_aliases", {}).items():
+            matrix.get(accel, context=f"{path} [localai.index_aliases] {accel}")
+            aliases[accel] = tuple(u.rstrip("/") for u in urls)
+        return cls(FrozenDict(profiles), FrozenDict(family), FrozenDict(aliases))
+
+    def profile_of(self, accelerator: str) -> Profile | None:
+        return next((p for p in self.profiles.values() if p.accelerator == accelerator), None)
+
+    def known_suffixes(self) -> set[str]:
+        names = set(self.profiles)
+        types = {p.build_type for p in self.profiles.values() if p.build_type}
+        return {"install", "after", *names, *types, *(f"{n}-after" for n in names)}
+
+
+def install_order(profile: Profile) -> tuple[str, ...]:
+    """Requirement file names in the order LocalAI's installer reads them for a profile."""
+    files = ["requirements-install.txt", "requirements.txt"]
+    if profile.build_type:
+        files.append(f"requirements-{profile.build_type}.txt")
+    if profile.build_type != profile.name:
+        files.append(f"requirements-{profile.name}.txt")
+    if not profile.build_type:
+        files.append("requirements-cpu.txt")
+    files.append("requirements-after.txt")
+    if profile.build_type != profile.name:
+        files.append(f"requirements-{profile.name}-after.txt")
+    return tuple(dict.fromkeys(files))  # the cpu profile names requirements-cpu.txt twice
+
+
+def profile_files(profile: Profile) -> tuple[str, ...]:
+    """The files of a profile that other profiles do not read: a variant is declared when one exists."""
+    shared = {"requirements-install.txt", "requirements.txt", "requirements-after.txt"}
+    return tuple(f for f in install_order(profile) if f not in shared)
+
+
+def check_file_names(directory: str, names: list[str], conventions: LocalAIConventions) -> list[str]:
+    """Problems with requirement file names: a suffix that is no LocalAI profile or build type."""
+    problems = []
+    known = conventions.known_suffixes()
+    for name in sorted(names):
+        m = REQUIREMENT_FILE.match(name)
+        if m and m.group("suffix") is not None and m.group("suffix") not in known:
+            problems.append(
+                f"{directory}/{name}: '{m.group('suffix')}' is not a LocalAI build profile or build type "
+                f"this repository knows ({', '.join(sorted(conventions.profiles))}; [localai.profiles] in "
+                f"{MATRIX_PATH}). Fix: rename the file to a known profile, or add the profile to "
+                f"[localai.profiles]."
+            )
+    return problems
+
+
+def index_lines(content: str) -> list[tuple[int, str, str]]:
+    """(line number, option, url) of every index or find-links option in a requirement file."""
+    found = []
+    for i, raw in enumerate(content.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        for opt in _INDEX_OPTIONS:
+            if line == opt or line.startswith(opt + " ") or line.startswith(opt + "="):
+                url = line[len(opt) :].lstrip(" =").strip()
+                found.append((i, opt, url))
+                break
+    return found
+
+
+def check_isolation(path: str, content: str, accel: Accelerator, aliases: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Refuses an index that is not the accelerator's own: its resolve would see another build.
+    Returns notes for the indexes honoured by dropping (aliases of the accelerator's index)."""
+    notes = []
+    for lineno, opt, url in index_lines(content):
+        if opt in ("--extra-index-url", "--index-url", "-i"):
+            if url.rstrip("/") == accel.index.rstrip("/"):
+                continue  # honoured: the accelerator's resolve already sees this index (its pip options)
+            if url.rstrip("/") in aliases:
+                notes.append(f"{PurePath(path).name} names index {url}; {accel.name} takes its torch family from {accel.index}")
+                continue
+        raise LocalAILayoutError(
+            f"{path} line {lineno}: `{opt} {url}` would break the {accel.name} accelerator's index "
+            f"isolation: its resolves see PyPI and {accel.index} only ({accel.pip_options}), so "
+            f"another index could lock another accelerator's wheel. Fix: move the line to the "
+            f"requirement file of the profile whose index it is, or declare that index for "
+            f"{accel.name} in {MATRIX_PATH}."
+        )
+    return tuple(notes)
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    requirements: tuple[str, ...]
+    replacements: tuple[str, ...]
+    unsatisfied: tuple[str, ...]
+
+
+def grpcio_tools_requirement(merged: dict[str, tuple[str, PipRequirement]]) -> str:
+    """grpcio-tools no newer than the backend's grpcio, as LocalAI's runProtogen bounds it."""
+    grpcio = merged.get("grpcio")
+    if grpcio:
+        pins = [version for op, version in grpcio[1].specs if op == "=="]
+        if pins:
+            return f"{GRPC_TOOLS}<={pins[0]}"
+    return GRPC_TOOLS
+
+
+def apply_policy(
+    merged: dict[str, tuple[str, PipRequirement]], accel: str, conventions: LocalAIConventions
+) -> PolicyResult:
+    policy = conventions.torch_family.get(accel, FrozenDict())
+    reqs, replaced, unsatisfied = {}, [], []
+    for name, (path, req) in merged.items():
+        if name not in policy:
+            reqs[name] = str(req)
+            continue
+        provided = policy[name]
+        file = PurePath(path).name
+        if not provided:
+            unsatisfied.append(
+                f"{file} needs {req}; {accel} provides no {name} build here ([localai.torch_family.{accel}] in {MATRIX_PATH})"
+            )
+            continue
+        if str(req) != provided:
+            asked = "pinned" if req.specs or req.url else "asks for"
+            replaced.append(f"{file} {asked} {req}; {accel} provides {provided}")
+        reqs[name] = provided
+    if GRPC_TOOLS not in reqs:
+        reqs[GRPC_TOOLS] = grpcio_tools_requirement(merged)
+    return PolicyResult(tuple(reqs[n] for n in sorted(reqs)), tuple(replaced), tuple(unsatisfied))
+
+
+def variant_requirements(
+    directory: str, files: dict[str, str], accel: Accelerator, conventions: LocalAIConventions
+) -> LayeredRequirements:
+    """A LocalAI folder's requirements for one accelerator. ``files``: {file name: content}."""
+    profile = conventions.profile_of(accel.name)
+    if profile is None:
+        raise LocalAILayoutError(
+            f"{directory}: no LocalAI profile maps to the accelerator '{accel.name}' ([localai.profiles] in {MATRIX_PATH})"
+        )
+    problems = check_file_names(directory, list(files), conventions)
+    if problems:
+        raise LocalAILayoutError("\n".join(problems))
+    ordered = [(f"{directory}/{name}", files[name]) for name in install_order(profile) if name in files]
+    index_notes = []
+    for path, content in ordered:
+        index_notes.extend(check_isolation(path, content, accel, conventions.index_aliases.get(accel.name, ())))
+    try:
+        merged = layer_with_origin(ordered)
+    except ValueError as e:
+        raise LocalAILayoutError(f"{directory}: {e}") from e
+    result = apply_policy(merged, accel.name, conventions)
+    return LayeredRequirements(
+        result.requirements, tuple(p for p, _ in ordered), result.replacements + tuple(index_notes), result.unsatisfied
+    )
+
+
+@rule
+async def load_localai_conventions() -> LocalAIConventions:
+    matrix = await Get(AcceleratorMatrix)
+    contents = await Get(DigestContents, PathGlobs([MATRIX_PATH]))
+    if not contents:
+        raise LocalAILayoutError(f"{MATRIX_PATH} is missing")
+    return LocalAIConventions.parse(contents[0].content.decode(), matrix)
+
+
+@rule(desc="Read a LocalAI folder's requirement files", level=LogLevel.DEBUG)
+async def read_localai_requirements(request: LocalAIRequirementsRequest) -> LayeredRequirements:
+    matrix = await Get(AcceleratorMatrix)
+    conventions = await Get(LocalAIConventions)
+    accel = matrix.get(request.accelerator, context=request.owner)
+    contents = await Get(DigestContents, PathGlobs([f"{request.directory}/requirements*.txt"]))
+    files = {PurePath(fc.path).name: fc.content.decode() for fc in contents}
+    try:
+        return variant_requirements(request.directory, files, accel, conventions)
+    except LocalAILayoutError as e:
+        raise RequirementsFileError(f"{request.owner}: {e}") from e
+
+
+def rules():
+    return collect_rules()

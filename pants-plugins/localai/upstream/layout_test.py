@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import pytest
+from pants.backend.python.target_types import PythonRequirementResolveField, PythonRequirementsField
+from pants.engine.addresses import Address
+from pants.engine.internals.scheduler import ExecutionError
+
+from localai.model.accelerators import AcceleratorMatrix
+from localai.testutil import make_rule_runner, repo_file
+from localai.upstream.layout import (
+    LocalAIConventions,
+    LocalAILayoutError,
+    install_order,
+    variant_requirements,
+)
+
+MATRIX = repo_file("3rdparty/accelerators.toml")
+
+
+@pytest.fixture(scope="module")
+def matrix() -> AcceleratorMatrix:
+    return AcceleratorMatrix.parse(MATRIX)
+
+
+@pytest.fixture(scope="module")
+def conventions(matrix) -> LocalAIConventions:
+    return LocalAIConventions.parse(MATRIX, matrix)
+
+
+def test_every_localai_profile_name_is_known(conventions) -> None:
+    assert set(conventions.profiles) == {"cpu", "cublas12", "cublas13", "hipblas", "intel", "mps", "l4t12", "l4t13", "vulkan"}
+    assert conventions.profile_of("cpu").name == "cpu"
+    assert conventions.profile_of("cuda13").name == "cublas13"
+    assert conventions.profile_of("rocm").name == "hipblas"
+
+
+def test_install_order_is_libbackend_sh(conventions) -> None:
+    p = conventions.profiles
+    assert install_order(p["cpu"]) == (
+        "requirements-install.txt",
+        "requirements.txt",
+        "requirements-cpu.txt",
+        "requirements-after.txt",
+        "requirements-cpu-after.txt",
+    )
+    assert install_order(p["cublas13"]) == (
+        "requirements-install.txt",
+        "requirements.txt",
+        "requirements-cublas.txt",
+        "requirements-cublas13.txt",
+        "requirements-after.txt",
+        "requirements-cublas13-after.txt",
+    )
+    # BUILD_TYPE == BUILD_PROFILE: neither the profile file twice nor a <profile>-after file.
+    assert install_order(p["hipblas"]) == (
+        "requirements-install.txt",
+        "requirements.txt",
+        "requirements-hipblas.txt",
+        "requirements-after.txt",
+    )
+
+
+def test_later_file_wins_and_cpu_torch_pin_is_replaced_and_recorded(matrix, conventions) -> None:
+    files = {
+        "requirements.txt": "grpcio==1.85.3\nprotobuf\ntorch==2.5.0\n",
+        "requirements-cpu.txt": "transformers\ntorch==2.7.1\n",
+        "requirements-after.txt": "protobuf==7.36.2\n",
+        "requirements-cublas13.txt": "torch==9.9.9\n",  # another profile's file: not read for cpu
+    }
+    got = variant_requirements("backends/localai/demo", files, matrix.accelerators["cpu"], conventions)
+    assert got.requirements == (
+        "grpcio==1.85.3",
+        "grpcio-tools<=1.85.3",  # LocalAI's runProtogen bound: no newer than the backend's grpcio
+        "protobuf==7.36.2",
+        "torch==2.13.0+cpu",
+        "transformers",
+    )
+    assert got.replacements == ("requirements-cpu.txt pinned torch==2.7.1; cpu provides torch==2.13.0+cpu",)
+    assert got.files == (
+        "backends/localai/demo/requirements.txt",
+        "backends/localai/demo/requirements-cpu.txt",
+        "backends/localai/demo/requirements-after.txt",
+    )
+    assert got.unsatisfied == ()
+
+
+def test_torchaudio_on_cpu_is_unsatisfied_not_silently_taken_from_pypi(matrix, conventions) -> None:
+    files = {"requirements.txt": "grpcio\n", "requirements-cpu.txt": "torch\ntorchaudio==2.7.1\n"}
+    got = variant_requirements("backends/localai/tts", files, matrix.accelerators["cpu"], conventions)
+    assert not any(r.startswith("torchaudio") for r in got.requirements)
+    assert got.unsatisfied == (
+        "requirements-cpu.txt needs torchaudio==2.7.1; cpu provides no torchaudio build here "
+        "([localai.torch_family.cpu] in 3rdparty/accelerators.toml)",
+    )
+
+
+def test_the_accelerators_own_index_is_honoured(matrix, conventions) -> None:
+    files = {"requirements-intel.txt": "--extra-index-url https://download.pytorch.org/whl/xpu\ntorch\n"}
+    got = variant_requirements("backends/localai/x", files, matrix.accelerators["intel"], conventions)
+    assert "torch==2.13.0+xpu" in got.requirements
+
+
+def test_another_index_is_refused_naming_file_and_line(matrix, conventions) -> None:
+    files = {"requirements-cpu.txt": "torch\n--extra-index-url https://download.pytorch.org/whl/cu121\n"}
+    with pytest.raises(LocalAILayoutError) as e:
+        variant_requirements("backends/localai/x", files, matrix.accelerators["cpu"], conventions)
+    msg = str(e.value)
+    assert msg.startswith("backends/localai/x/requirements-cpu.txt line 2: `--extra-index-url https://download.pytorch.org/whl/cu121`")
+    assert "cpu accelerator's index isolation" in msg and "Fix:" in msg
+
+
+def test_a_shared_file_with_a_gpu_index_breaks_the_cpu_variant(matrix, conventions) -> None:
+    # requirements.txt is read by every profile: a CUDA index there would reach the cpu resolve.
+    files = {"requirements.txt": "-i https://download.pytorch.org/whl/cu130\n", "requirements-cpu.txt": "torch\n"}
+    with pytest.raises(LocalAILayoutError, match="backends/localai/x/requirements.txt line 1"):
+        variant_requirements("backends/localai/x", files, matrix.accelerators["cpu"], conventions)
+
+
+def test_unknown_profile_name_names_the_file(matrix, conventions) -> None:
+    files = {"requirements-cpu.txt": "torch\n", "requirements-cublas11.txt": "torch\n"}
+    with pytest.raises(LocalAILayoutError) as e:
+        variant_requirements("backends/localai/x", files, matrix.accelerators["cpu"], conventions)
+    assert "backends/localai/x/requirements-cublas11.txt: 'cublas11' is not a LocalAI build profile" in str(e.value)
+
+
+def test_profile_mapped_to_an_unknown_accelerator_is_refused(matrix) -> None:
+    bad = MATRIX.replace('cublas13 = { build_type = "cublas", accelerator = "cuda13" }', 'cublas13 = { build_type = "cublas", accelerator = "cuda99" }')
+    with pytest.raises(ValueError, match="unknown accelerator 'cuda99'"):
+        LocalAIConventions.parse(bad, matrix)
+
+
+def _imported(name: str, files: dict[str, str], accels=("cpu",)) -> dict[str, str]:
+    build = 'localai_sources(name="src", sources=["*.py"])\n'
+    for a in accels:
+        build += f'localai_requirements(name="requirements-{a}", accelerator="{a}", layout="localai")\n'
+    return {
+        "3rdparty/accelerators.toml": MATRIX,
+        f"backends/localai/{name}/BUILD": build,
+        f"backends/localai/{name}/backend.py": "",
+        **{f"backends/localai/{name}/{k}": v for k, v in files.items()},
+    }
+
+
+def test_generated_requirements_of_an_imported_folder_use_the_policy() -> None:
+    rule_runner = make_rule_runner()
+    rule_runner.write_files(
+        _imported("demo", {"requirements.txt": "grpcio==1.85.3\n", "requirements-cpu.txt": "torch==2.7.1\n"})
+    )
+    rule_runner.set_options(
+        [
+            "--python-resolves={'localai-demo-cpu': 'lockfiles/localai-demo-cpu.lock'}",
+            "--python-resolves-to-constraints-file={'localai-demo-cpu': '3rdparty/accelerators/cpu.txt'}",
+        ]
+    )
+    torch = rule_runner.get_target(
+        Address("backends/localai/demo", target_name="requirements-cpu", generated_name="torch")
+    )
+    assert str(torch[PythonRequirementsField].value[0]) == "torch==2.13.0+cpu"
+    assert torch[PythonRequirementResolveField].value == "localai-demo-cpu"
+    tools = rule_runner.get_target(
+        Address("backends/localai/demo", target_name="requirements-cpu", generated_name="grpcio-tools")
+    )
+    assert str(tools[PythonRequirementsField].value[0]) == "grpcio-tools<=1.85.3"
+
+
+def test_generated_requirements_fail_naming_the_file_with_a_foreign_index() -> None:
+    rule_runner = make_rule_runner()
+    rule_runner.write_files(
+        _imported("demo", {"requirements-cpu.txt": "--extra-index-url https://download.pytorch.org/whl/rocm6.4\ntorch\n"})
+    )
+    rule_runner.set_options(
+        [
+            "--python-resolves={'localai-demo-cpu': 'lockfiles/localai-demo-cpu.lock'}",
+            "--python-resolves-to-constraints-file={'localai-demo-cpu': '3rdparty/accelerators/cpu.txt'}",
+        ]
+    )
+    with pytest.raises(ExecutionError) as e:
+        rule_runner.get_target(Address("backends/localai/demo", target_name="requirements-cpu", generated_name="torch"))
+    assert "backends/localai/demo:requirements-cpu: backends/localai/demo/requirements-cpu.txt line 1" in str(e.value)
+
+
+def test_another_pytorch_build_of_the_same_accelerator_is_dropped_and_recorded(matrix, conventions) -> None:
+    # LocalAI's cublas12 files name cu121/cu124/cu128; the cuda12 policy supplies torch from cu126.
+    files = {"requirements-cublas12.txt": "--extra-index-url https://download.pytorch.org/whl/cu121\ntorch==2.4.1\n"}
+    got = variant_requirements("backends/localai/x", files, matrix.accelerators["cuda12"], conventions)
+    assert "torch==2.13.0+cu126" in got.requirements
+    assert got.replacements == (
+        "requirements-cublas12.txt pinned torch==2.4.1; cuda12 provides torch==2.13.0+cu126",
+        "requirements-cublas12.txt names index https://download.pytorch.org/whl/cu121; cuda12 takes its torch "
+        "family from https://download.pytorch.org/whl/cu126",
+    )
+
+
+def test_an_alias_of_one_accelerator_is_refused_in_another(matrix, conventions) -> None:
+    files = {"requirements-hipblas.txt": "--extra-index-url https://download.pytorch.org/whl/nightly/rocm7.0\ntorch\n"}
+    with pytest.raises(LocalAILayoutError, match="requirements-hipblas.txt line 1"):
+        variant_requirements("backends/localai/x", files, matrix.accelerators["rocm"], conventions)
+    files = {"requirements-cpu.txt": "--extra-index-url https://download.pytorch.org/whl/cu130\ntorch\n"}
+    with pytest.raises(LocalAILayoutError, match="would break the cpu accelerator's index isolation"):
+        variant_requirements("backends/localai/x", files, matrix.accelerators["cpu"], conventions)

@@ -1,0 +1,132 @@
+"""`pants localai-import --report <dir>`: what LocalAI's own files pull, resolved LocalAI's way.
+
+Per imported folder and LocalAI profile that has a requirement file: pip resolves the profile's
+files in LocalAI's install order against PyPI first plus the extra indexes the files name
+(`pip install --dry-run --report`, no host pip configuration), and the wheel sizes come from the
+index (HTTP HEAD). Printed next to our locked variant. One combined resolve approximates LocalAI's
+one `uv pip install` per file. Needs network; nothing is cached or written.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+
+from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+from pants.backend.python.util_rules.pex import PythonExecutable
+from pants.engine.env_vars import EnvironmentVars, EnvironmentVarsRequest
+from pants.engine.fs import CreateDigest, Digest, FileContent
+from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
+from pants.engine.rules import Get
+
+from localai.model.lockfile import Lockfile
+from localai.upstream.layout import Profile, index_lines, install_order
+
+PYPI = "https://pypi.org/simple"
+CUDA_PATTERNS = ("nvidia-*", "cuda-*", "triton")
+# Passed through so pip reaches PyPI from behind a proxy or a TLS-intercepting CA.
+_ENV = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy")
+
+# Runs in the process: pip's resolution report, then the size of every wheel it would download.
+_SCRIPT = r"""
+import json, subprocess, sys, urllib.request
+out = "report.json"
+index, indexes, files = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
+# pip retries an unreachable index for every package it looks up: probe each index once.
+for url in indexes:
+    try:
+        urllib.request.urlopen(url.rstrip("/") + "/", timeout=20).close()
+    except Exception as e:
+        print(json.dumps({"error": f"index {url} (named in the files) is unreachable from here: {e}"}))
+        sys.exit(0)
+cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+       "--retries", "1", "--timeout", "60", "--report", out, "--index-url", index]
+for f in files:
+    cmd += ["-r", f]
+done = subprocess.run(cmd, capture_output=True, text=True)
+if done.returncode:
+    print(json.dumps({"error": done.stderr[-2000:]}))
+    sys.exit(0)
+report = json.load(open(out))
+packages = []
+for item in report["install"]:
+    url = item["download_info"]["url"]
+    size = None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=60) as r:
+            size = int(r.headers.get("Content-Length") or 0) or None
+    except Exception:
+        pass
+    packages.append([item["metadata"]["name"], item["metadata"]["version"], size])
+print(json.dumps({"packages": packages}))
+"""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    packages: tuple[tuple[str, str, int | None], ...]  # (name, version, bytes or None)
+    error: str | None = None
+
+    def cuda(self) -> tuple[tuple[str, str, int | None], ...]:
+        return tuple(p for p in self.packages if is_cuda(p[0]))
+
+
+def is_cuda(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name.lower(), pat) for pat in CUDA_PATTERNS)
+
+
+def mb(sizes) -> str:
+    known = [s for s in sizes if s]
+    text = f"{sum(known) / 1e6:,.0f} MB"
+    return text + (f" (+{len(sizes) - len(known)} of unknown size)" if len(known) < len(sizes) else "")
+
+
+def report_line(folder: str, profile: Profile, resolution: Resolution, ours: str) -> str:
+    head = f"{folder} [{profile.name}]"
+    if resolution.error:
+        return f"{head}: LocalAI's resolution failed: {resolution.error.strip().splitlines()[-1]}  | ours: {ours}"
+    cuda = resolution.cuda()
+    total = mb([p[2] for p in resolution.packages])
+    verdict = (
+        f"pull {len(cuda)} nvidia/cuda/triton packages, {mb([p[2] for p in cuda])}"
+        if cuda
+        else "pull no nvidia/cuda/triton package"
+    )
+    return f"{head}: LocalAI's files {verdict} ({len(resolution.packages)} packages, {total} in all)  | ours: {ours}"
+
+
+def ours_line(path: str, lockfile: Lockfile | None, profile: Profile) -> str:
+    if profile.accelerator is None:
+        return "no accelerator here"
+    if lockfile is None:
+        return f"{path} not generated"
+    cuda = [n for n in lockfile.projects() if is_cuda(n)]
+    return f"{path}: {len(cuda)} nvidia/cuda/triton packages" + (f" ({', '.join(cuda[:3])}, ...)" if cuda else "")
+
+
+async def resolve_like_localai(directory: str, files: dict[str, str], profile: Profile) -> Resolution:
+    ordered = [n for n in install_order(profile) if n in files]
+    extra_indexes = sorted({url for n in ordered for _, opt, url in index_lines(files[n]) if opt not in ("-f", "--find-links")})
+    digest = await Get(
+        Digest,
+        CreateDigest([FileContent("report.py", _SCRIPT.encode()), *(FileContent(n, files[n].encode()) for n in ordered)]),
+    )
+    python = await Get(PythonExecutable, InterpreterConstraints, InterpreterConstraints(["CPython==3.11.*"]))
+    env = await Get(EnvironmentVars, EnvironmentVarsRequest(_ENV))
+    result = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=(python.path, "report.py", PYPI, " ".join(extra_indexes), *ordered),
+            input_digest=digest,
+            env={**env, "PIP_CONFIG_FILE": "/dev/null", "XDG_CONFIG_DIRS": "/nonexistent", "PIP_NO_INPUT": "1"},
+            description=f"Resolve {directory} for LocalAI profile {profile.name} as LocalAI's installer does",
+            cache_scope=ProcessCacheScope.PER_SESSION,
+            timeout_seconds=1800,
+        ),
+    )
+    if result.exit_code != 0:
+        return Resolution((), result.stderr.decode()[-2000:] or "the resolver process failed")
+    data = json.loads(result.stdout.decode().strip().splitlines()[-1])
+    if "error" in data:
+        return Resolution((), data["error"])
+    return Resolution(tuple((n, v, s) for n, v, s in data["packages"]))

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from localai.model.lockfile import Lockfile
+from localai.testutil import fake_lockfile
+from localai.upstream.layout import Profile
+from localai.upstream.report import Resolution, ours_line, report_line
+
+CPU = Profile("cpu", "", "cpu")
+VULKAN = Profile("vulkan", "vulkan", None)
+
+
+def test_a_cuda_pulling_cpu_resolution_is_counted_in_packages_and_mb() -> None:
+    resolution = Resolution(
+        (
+            ("torch", "2.7.1", 821_000_000),
+            ("nvidia-cudnn-cu12", "9.5.1.17", 571_000_000),
+            ("triton", "3.3.1", 155_000_000),
+            ("grpcio", "1.85.3", 6_000_000),
+        )
+    )
+    lock = fake_lockfile({"torch": ("2.13.0+cpu", []), "grpcio": ("1.85.3", [])}).encode()
+    ours = ours_line("lockfiles/localai-demo-cpu.lock", Lockfile.of("lockfiles/localai-demo-cpu.lock", lock), CPU)
+    line = report_line("backends/localai/demo", CPU, resolution, ours)
+    assert line == (
+        "backends/localai/demo [cpu]: LocalAI's files pull 2 nvidia/cuda/triton packages, 726 MB "
+        "(4 packages, 1,553 MB in all)  | ours: lockfiles/localai-demo-cpu.lock: 0 nvidia/cuda/triton packages"
+    )
+
+
+def test_unknown_sizes_and_missing_lockfiles_are_said() -> None:
+    resolution = Resolution((("nvidia-nccl-cu12", "2.26", None), ("numpy", "2.0", 20_000_000)))
+    line = report_line("d", CPU, resolution, ours_line("lockfiles/x.lock", None, CPU))
+    assert "pull 1 nvidia/cuda/triton packages, 0 MB (+1 of unknown size)" in line
+    assert line.endswith("| ours: lockfiles/x.lock not generated")
+    assert ours_line("lockfiles/x.lock", None, VULKAN) == "no accelerator here"
+
+
+def test_a_clean_resolution_and_a_failed_one() -> None:
+    assert "pull no nvidia/cuda/triton package" in report_line("d", CPU, Resolution((("numpy", "2.0", 1),)), "-")
+    failed = report_line("d", CPU, Resolution((), "ERROR: No matching distribution found for torch==0.0.1\n"), "-")
+    assert "LocalAI's resolution failed: ERROR: No matching distribution found for torch==0.0.1" in failed
