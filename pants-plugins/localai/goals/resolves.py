@@ -2,7 +2,7 @@
 
 Every backend variant needs `[python.resolves] "<resolve>" = "lockfiles/<resolve>.lock"` and
 `[python.resolves_to_constraints_file] "<resolve>" = "<the accelerator's pip options>"`, both
-named by variant.py. `./pants localai-resolves` writes them, for every declared variant, into one
+named by model/variant.py. `./pants localai-resolves` writes them, for every declared variant, into one
 marked block of each table; `pants lint` fails when the blocks are stale, and a variant whose
 entries are missing fails to build naming this goal. Entries outside the blocks (tests,
 pants-plugins, native-toolchain) stay hand-written.

@@ -10,7 +10,7 @@ Names are not enough: PyPI's torchaudio 2.11 declares no dependency and is a CUD
 built artifact is also audited at the binary level: every ELF file in it (which is every ELF of
 every wheel the lockfile puts into it, grouped by wheel) is read for the libraries it NEEDs, and
 a GPU runtime library the accelerator does not allow (`allowed_gpu_libs`) fails the audit,
-naming wheel, file and library. The scan (localai/elf_scan.py) runs as a Pants process keyed on
+naming wheel, file and library. The scan (lint/elf_scan.py) runs as a Pants process keyed on
 the artifact's digest, so an unchanged artifact is not read again (local or remote cache).
 """
 from __future__ import annotations

@@ -49,6 +49,7 @@ from localai.model.records import BUILD_RECORD, canonical_json
 from localai.model.variant import lockfile_path
 from localai.native.cpu_levels import TABLE_PATH, CpuLevelTable
 from localai.native.target_types import (
+    DEFAULT_GGML_SUBDIR,
     CMakeOptionsField,
     CpuLevelField,
     ExportsField,
@@ -126,25 +127,36 @@ async def native_toolchain(python_setup: PythonSetup) -> NativeToolchain:
 
 
 @dataclass(frozen=True)
-class GgmlBuildRequest:
+class GgmlSettings:
+    """How an engine's ggml is built, shared by its three steps (ggml per CPU level, the
+    third-party sources once, the engine per level): one ggml per (archive, level, settings)."""
+
     archive: Address  # a `file` target holding the pinned archive
-    cpu_level: str
-    sanitizer_coverage: bool = False
-    ggml_subdir: str = "vendor/llama.cpp/ggml"
+    ggml_subdir: str = DEFAULT_GGML_SUBDIR
     cmake_options: tuple[tuple[str, str], ...] = ()
     ggml_defines: tuple[str, ...] = ()
+    sanitizer_coverage: bool = False
+
+    def coverage_args(self) -> tuple[str, ...]:
+        return ("--sanitizer-coverage",) if self.sanitizer_coverage else ()
+
+    def cmake_option_args(self) -> tuple[str, ...]:
+        return tuple(a for k, v in self.cmake_options for a in ("--cmake-option", f"{k}={v}"))
+
+    def ggml_args(self) -> tuple[str, ...]:
+        """Where ggml is, how it is configured, and instrumentation: what ggml and code using its headers compile with."""
+        defines = tuple(a for d in self.ggml_defines for a in ("--ggml-define", d))
+        return ("--ggml-subdir", self.ggml_subdir, *self.cmake_option_args(), *defines, *self.coverage_args())
 
 
-def ggml_define_args(defines) -> tuple[str, ...]:
-    return tuple(a for d in defines for a in ("--ggml-define", d))
+@dataclass(frozen=True)
+class GgmlBuildRequest:
+    settings: GgmlSettings
+    cpu_level: str
 
 
 def cpu_level_args(level: str) -> tuple[str, ...]:
     return ("--cpu-levels", TABLE_PATH, "--cpu-level", level)
-
-
-def cmake_option_args(options) -> tuple[str, ...]:
-    return tuple(a for k, v in options for a in ("--cmake-option", f"{k}={v}"))
 
 
 @dataclass(frozen=True)
@@ -166,7 +178,7 @@ async def archive_file(address: Address) -> ArchiveFile:
         UnparsedAddressInputs([address.spec], owning_address=None, description_of_origin="ggml_archive"),
     )
     if len(targets) != 1 or not targets[0].has_field(FileSourceField):
-        raise NativeBuildError(f"{address}: ggml_archive must be a `file` target with an http_source")
+        raise NativeBuildError(f"{address}: a native archive (ggml_archive, a converted model's archive) must be a `file` target with an http_source")
     # http_source is hydrated by codegen (download + sha256/len check): enable it.
     archive = await Get(
         HydratedSources,
@@ -188,20 +200,16 @@ class GgmlBuild:
 
 @rule(desc="Build ggml", level=LogLevel.DEBUG)
 async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain, table: CpuLevelTable) -> GgmlBuild:
-    archive = await Get(ArchiveFile, Address, request.archive)
-    files = (archive.path,)
+    settings = request.settings
+    archive = await Get(ArchiveFile, Address, settings.archive)
     input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver, table.digest]))
-    coverage = ("--sanitizer-coverage",) if request.sanitizer_coverage else ()
-    options = ("--ggml-subdir", request.ggml_subdir, *cmake_option_args(request.cmake_options),
-               *ggml_define_args(request.ggml_defines))
     result = await Get(
         ProcessResult,
         VenvPexProcess,
         toolchain.process(
-            argv=("ggml", "--sdist", files[0], *cpu_level_args(request.cpu_level), "--out", GGML_OUT, *coverage,
-                  *options),
+            argv=("ggml", "--sdist", archive.path, *cpu_level_args(request.cpu_level), "--out", GGML_OUT, *settings.ggml_args()),
             input_digest=input_digest,
-            description=f"Compile ggml ({request.cpu_level}{', sanitizer coverage' if coverage else ''}) from {files[0]}",
+            description=f"Compile ggml ({request.cpu_level}{', sanitizer coverage' if settings.sanitizer_coverage else ''}) from {archive.path}",
             output_directories=(GGML_OUT,),
         ),
     )
@@ -215,13 +223,9 @@ class NativeEngineBuildRequest:
     address: Address
     sources: NativeEngineSourcesField
     cpu_level: str
-    archive: Address
     artifacts: tuple[str, ...]
-    sanitizer_coverage: bool = False
-    ggml_subdir: str = "vendor/llama.cpp/ggml"
-    cmake_options: tuple[tuple[str, str], ...] = ()
+    settings: GgmlSettings
     upstream: UpstreamSpec | None = None
-    ggml_defines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -252,12 +256,8 @@ class UpstreamSpec:
 
 @dataclass(frozen=True)
 class UpstreamObjectsRequest:
-    archive: Address
+    settings: GgmlSettings
     spec: UpstreamSpec
-    ggml_subdir: str
-    ggml_defines: tuple[str, ...]
-    cmake_options: tuple[tuple[str, str], ...]
-    sanitizer_coverage: bool
 
 
 @dataclass(frozen=True)
@@ -267,12 +267,9 @@ class UpstreamObjects:
 
 @rule(desc="Compile a third-party engine's sources", level=LogLevel.DEBUG)
 async def build_upstream_objects(request: UpstreamObjectsRequest, toolchain: NativeToolchain) -> UpstreamObjects:
-    archive = await Get(ArchiveFile, Address, request.archive)
+    archive = await Get(ArchiveFile, Address, request.settings.archive)
     input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver]))
-    argv = ["objects", *request.spec.objects_argv(archive.path), "--ggml-subdir", request.ggml_subdir,
-            *ggml_define_args(request.ggml_defines), *cmake_option_args(request.cmake_options), "--out", OBJECTS_OUT]
-    if request.sanitizer_coverage:
-        argv.append("--sanitizer-coverage")
+    argv = ["objects", *request.spec.objects_argv(archive.path), *request.settings.ggml_args(), "--out", OBJECTS_OUT]
     result = await Get(
         ProcessResult,
         VenvPexProcess,
@@ -298,18 +295,13 @@ async def build_native_engine(
     request: NativeEngineBuildRequest, toolchain: NativeToolchain, table: CpuLevelTable
 ) -> NativeEngineBuild:
     ggml, sources = await MultiGet(
-        Get(GgmlBuild, GgmlBuildRequest(request.archive, request.cpu_level, request.sanitizer_coverage,
-                                        request.ggml_subdir, request.cmake_options, request.ggml_defines)),
+        Get(GgmlBuild, GgmlBuildRequest(settings=request.settings, cpu_level=request.cpu_level)),
         Get(SourceFiles, SourceFilesRequest([request.sources])),
     )
     src_dir = request.address.spec_path
     inputs = [sources.snapshot.digest, ggml.digest, toolchain.driver, table.digest]
     if request.upstream:
-        objects = await Get(
-            UpstreamObjects,
-            UpstreamObjectsRequest(request.archive, request.upstream, request.ggml_subdir, request.ggml_defines,
-                                   request.cmake_options, request.sanitizer_coverage),
-        )
+        objects = await Get(UpstreamObjects, UpstreamObjectsRequest(settings=request.settings, spec=request.upstream))
         inputs.append(objects.digest)
         where = ["--objects", OBJECTS_OUT, *request.upstream.link_argv()]
     else:
@@ -321,12 +313,11 @@ async def build_native_engine(
         where = ["--src", src_dir]
     input_digest = await Get(Digest, MergeDigests(inputs))
     argv = ["engine", *where, "--ggml", GGML_OUT, *cpu_level_args(request.cpu_level), "--out", ENGINE_OUT,
-            *cmake_option_args(request.cmake_options)]
+            *request.settings.cmake_option_args()]
     if not request.upstream:  # an upstream engine builds only its library
         for a in request.artifacts:
             argv += ["--artifact", a]
-    if request.sanitizer_coverage:
-        argv.append("--sanitizer-coverage")
+    argv += request.settings.coverage_args()
     result = await Get(
         ProcessResult,
         VenvPexProcess,
@@ -436,10 +427,20 @@ async def package_native_engine(field_set: NativeEngineFieldSet, table: CpuLevel
     upstream = field_set.upstream()
     build = await Get(
         NativeEngineBuild,
-        NativeEngineBuildRequest(address, field_set.sources, field_set.cpu_level.value, archive[0].address, built,
-                                 field_set.sanitizer_coverage.value, field_set.ggml_subdir.value,
-                                 tuple(sorted((field_set.cmake_options.value or {}).items())), upstream,
-                                 tuple(field_set.ggml_defines.value or ())),
+        NativeEngineBuildRequest(
+            address=address,
+            sources=field_set.sources,
+            cpu_level=field_set.cpu_level.value,
+            artifacts=built,
+            settings=GgmlSettings(
+                archive=archive[0].address,
+                ggml_subdir=field_set.ggml_subdir.value,
+                cmake_options=tuple(sorted((field_set.cmake_options.value or {}).items())),
+                ggml_defines=tuple(field_set.ggml_defines.value or ()),
+                sanitizer_coverage=field_set.sanitizer_coverage.value,
+            ),
+            upstream=upstream,
+        ),
     )
     build_digest = await Get(Digest, DigestSubset(build.digest, PathGlobs(artifacts)))
     if upstream:

@@ -53,9 +53,13 @@ class GgmlArchiveField(StringField):
     )
 
 
+# ggml inside the llama_cpp_python sdist (native/cmake_driver.py, a standalone script, repeats it as its default).
+DEFAULT_GGML_SUBDIR = "vendor/llama.cpp/ggml"
+
+
 class GgmlSubdirField(StringField):
     alias = "ggml_subdir"
-    default = "vendor/llama.cpp/ggml"
+    default = DEFAULT_GGML_SUBDIR
     help = help_text(
         """
         Where ggml is inside `ggml_archive`, below the archive's top directory (e.g.

@@ -18,7 +18,7 @@ carries it), and each `--own-layer-dir` (python/, the portable interpreter) is o
 images that carry the same bytes share that layer's digest and a registry stores it once; the
 small files (run.sh, records, SBOM, provenance, the backend's sources) share the last layer.
 
-It runs inside the Pants sandbox as a process (`python oci_layout.py <folder> <out> ...`, see
+It runs inside the Pants sandbox as a process (`python layout.py <folder> <out> ...`, see
 image.py), so the engine caches its output like any other build step.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""publish.py (the `pants publish` rule) and oci_push.py (its push), with only the registry
+"""publish.py (the `pants publish` rule) and push.py (its push), with only the registry
 client faked, at its API boundary (has_blob / upload_blob / put_manifest): what is pushed, under
 which reference, from which options. The push against a real registry is
 tests/integration/test_localai_install.py."""
@@ -83,7 +83,7 @@ def test_localhost_is_plain_http_and_an_empty_tag_prefix_adds_no_tag() -> None:
 
 
 class FakeRegistry:
-    """The registry client's API (oci_push.Registry), recording what the push asks of it."""
+    """The registry client's API (push.Registry), recording what the push asks of it."""
 
     instances: list["FakeRegistry"] = []
     preexisting: set[str] = set()

@@ -1,6 +1,6 @@
 """Push an OCI image layout to a registry by digest (OCI distribution spec), standard library only.
 
-    python oci_push.py <layout dir> <registry host[:port]> <repository> [--tag TAG ...] [--plain-http]
+    python push.py <layout dir> <registry host[:port]> <repository> [--tag TAG ...] [--plain-http]
 
 Blobs the registry already has (HEAD 200) are not uploaded again: a layer shared with an image
 pushed before costs one HEAD request. Each blob is uploaded with POST + a monolithic PUT

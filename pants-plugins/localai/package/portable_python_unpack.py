@@ -6,7 +6,7 @@ Runs as a process in the Pants sandbox (portable_python.py), so its output is ca
 build step. The archive must hold `python/bin/python<X.Y>` and `python/lib/python<X.Y>/os.py`
 (the install_only layout). Regular files and directories are kept; symbolic links
 (python3 -> python3.11, libpython3.11.so -> ..., man pages) are dropped, because a backend image
-carries files only (oci_layout.py) and run.sh names python<X.Y> itself. Writes <out>/python.json:
+carries files only (oci/layout.py) and run.sh names python<X.Y> itself. Writes <out>/python.json:
 the full version (from the archive name or patchlevel.h), file count, bytes, dropped links.
 """
 from __future__ import annotations
