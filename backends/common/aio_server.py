@@ -44,12 +44,17 @@ class _ThreadContext:
 
     def __init__(self, context):
         self._context = context
+        self._ended = False
+
+    def end(self) -> None:
+        """The RPC's handler ended (a cancelled one too: grpc.aio reports done() only later)."""
+        self._ended = True
 
     def abort(self, code, details):
         raise _Aborted(code, details)
 
     def is_active(self) -> bool:
-        return not self._context.done()
+        return not self._ended and not self._context.done()
 
     def invocation_metadata(self):
         return self._context.invocation_metadata()
@@ -124,7 +129,8 @@ class Dispatcher:
             method = await self._admit(name, context, request)
             loop = asyncio.get_running_loop()
             async with self.slots:
-                iterator = method(request, _ThreadContext(context))
+                ctx = _ThreadContext(context)
+                iterator = method(request, ctx)
                 step = None
                 try:
                     while True:
@@ -136,6 +142,7 @@ class Dispatcher:
                 except _Aborted as exc:
                     await context.abort(exc.code, exc.details)
                 finally:
+                    ctx.end()  # a step waiting on a worker (streaming.py) sees the client gone
                     # Closing releases the model lease; never while a step still runs.
                     if step is not None and not step.done():
                         step.add_done_callback(lambda _: self.inference.submit(iterator.close))
