@@ -25,6 +25,7 @@ BINDING = ROOT / "backends" / "stablediffusion-ggml" / "binding.py"
 CHILD = r'''
 import importlib.util, json, resource, sys, time
 args = json.loads(sys.argv[1])
+sys.path.insert(0, args["root"])  # the binding loads its library with backends.common.native_library
 spec = importlib.util.spec_from_file_location("sd_binding", args["binding"])
 binding = importlib.util.module_from_spec(spec); spec.loader.exec_module(binding)
 t0 = time.perf_counter()
@@ -73,7 +74,7 @@ def main() -> None:
         if not lib.exists():
             print(f"| {level} | (no {lib}) | | |")
             continue
-        args = {"binding": str(BINDING), "lib": str(lib), "model": str(model), "threads": a.threads,
+        args = {"root": str(ROOT), "binding": str(BINDING), "lib": str(lib), "model": str(model), "threads": a.threads,
                 "size": a.size, "steps": a.steps, "repeat": a.repeat}
         out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], check=True, capture_output=True,
                              text=True).stdout

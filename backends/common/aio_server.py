@@ -8,7 +8,9 @@ need:
 - LoadModel and Free run on their own small pool (they may wait for in-flight calls);
 - model RPCs run on a pool of ``--workers`` threads, admitted by a semaphore of that size.
 Every RPC of LocalAI's service is registered: first the bearer token is checked (also for
-Health), then RPCs the servicer does not implement answer UNIMPLEMENTED.
+Health), then a request whose bytes do not parse as the RPC's message answers INVALID_ARGUMENT
+naming the message type (grpcio's own answer is UNKNOWN "Unexpected <class 'DecodeError'>"),
+then RPCs the servicer does not implement answer UNIMPLEMENTED.
 """
 import asyncio
 import os
@@ -17,6 +19,7 @@ import sys
 from concurrent import futures
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from backends.proto import backend_pb2
 
@@ -41,15 +44,41 @@ class _ThreadContext:
 
     def __init__(self, context):
         self._context = context
+        self._ended = False
+
+    def end(self) -> None:
+        """The RPC's handler ended (a cancelled one too: grpc.aio reports done() only later)."""
+        self._ended = True
 
     def abort(self, code, details):
         raise _Aborted(code, details)
 
     def is_active(self) -> bool:
-        return not self._context.done()
+        return not self._ended and not self._context.done()
 
     def invocation_metadata(self):
         return self._context.invocation_metadata()
+
+
+class Undecodable:
+    """What the request deserializer gives the handler for bytes that are not the RPC's message:
+    the handler answers INVALID_ARGUMENT with ``details`` (a deserializer cannot set a status)."""
+
+    def __init__(self, details: str):
+        self.details = details
+
+
+def request_deserializer(message_class):
+    """``message_class.FromString`` that turns a DecodeError into an ``Undecodable``."""
+    name = message_class.DESCRIPTOR.full_name
+
+    def parse(data: bytes):
+        try:
+            return message_class.FromString(data)
+        except DecodeError as exc:
+            return Undecodable(f"request is not a valid {name}: {exc}")
+
+    return parse
 
 
 def _next(iterator):
@@ -68,9 +97,11 @@ class Dispatcher:
         impl = getattr(type(self.servicer), name, None)
         return getattr(self.servicer, name) if getattr(impl, "__rpc_wrapped__", False) else None
 
-    async def _admit(self, name, context):
+    async def _admit(self, name, context, request=None):
         if not auth.authorized(context.invocation_metadata(), self.token):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, auth.UNAUTHENTICATED_MESSAGE)
+        if isinstance(request, Undecodable):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.details)
         method = self._implementation(name)
         if method is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{name} is not served by this backend")
@@ -78,7 +109,7 @@ class Dispatcher:
 
     def unary(self, name):
         async def handle(request, context):
-            method = await self._admit(name, context)
+            method = await self._admit(name, context, request)
             ctx = _ThreadContext(context)
             try:
                 if name in LOOP_RPCS:
@@ -95,10 +126,11 @@ class Dispatcher:
 
     def stream(self, name):
         async def handle(request, context):
-            method = await self._admit(name, context)
+            method = await self._admit(name, context, request)
             loop = asyncio.get_running_loop()
             async with self.slots:
-                iterator = method(request, _ThreadContext(context))
+                ctx = _ThreadContext(context)
+                iterator = method(request, ctx)
                 step = None
                 try:
                     while True:
@@ -110,6 +142,7 @@ class Dispatcher:
                 except _Aborted as exc:
                     await context.abort(exc.code, exc.details)
                 finally:
+                    ctx.end()  # a step waiting on a worker (streaming.py) sees the client gone
                     # Closing releases the model lease; never while a step still runs.
                     if step is not None and not step.done():
                         step.add_done_callback(lambda _: self.inference.submit(iterator.close))
@@ -130,9 +163,11 @@ class Dispatcher:
         for method in backend_pb2.DESCRIPTOR.services_by_name["Backend"].methods:
             request = getattr(backend_pb2, method.input_type.name)
             response = getattr(backend_pb2, method.output_type.name)
-            codec = dict(request_deserializer=request.FromString, response_serializer=response.SerializeToString)
+            codec = dict(request_deserializer=request_deserializer(request),
+                         response_serializer=response.SerializeToString)
             if method.client_streaming:
-                # No backend here takes a request stream; they answer UNIMPLEMENTED after auth.
+                # No backend here takes a request stream; they answer UNIMPLEMENTED after auth
+                # (without reading the stream, so its bytes are never parsed).
                 make = (
                     grpc.stream_stream_rpc_method_handler
                     if method.server_streaming

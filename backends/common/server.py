@@ -317,10 +317,7 @@ def serve(servicer_factory: Callable[..., BaseServicer], argv=None) -> int:
     from . import aio_server
 
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        servicer = servicer_factory(workers=args.workers)
-    except TypeError:
-        servicer = servicer_factory()
+    servicer = servicer_factory(workers=args.workers)
     return aio_server.serve(servicer, args.addr, workers=args.workers, grace=args.grace)
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import os
 
+from backends.common.engine import EngineServicer, PackagedLibrary
 from backends.common.errors import InvalidArgument, NotFound, require
-from backends.common.server import BaseServicer, run
+from backends.common.server import run
 from backends.proto import backend_pb2
-from backends.common.cpu_levels import packaged_library
 from engines.minilm.binding import CODE, Library, MinilmError, Model
 
 # minilm_status codes (include/minilm.h) -> the error LocalAI gets.
@@ -29,31 +29,26 @@ def engine_errors():
         raise _ERRORS.get(e.code, RuntimeError)(str(e)) from None
 
 
-class Engine(Library):
+class Engine(PackagedLibrary, Library):
     """The best libminilm.so of this PEX for this CPU, extracted to a real file for ctypes."""
 
+    engine_dir, library, override_env = "engines/minilm", "libminilm.so", "LOCALAI_MINILM_CPU"
+
     def __init__(self):
-        self._files = contextlib.ExitStack()
-        self.level, lib = packaged_library(__package__, "engines/minilm", "libminilm.so", "LOCALAI_MINILM_CPU", self._files)
-        super().__init__(lib)
+        super().__init__(__package__)
 
 
-class MinilmServicer(BaseServicer):
+class MinilmServicer(EngineServicer):
+    def new_engine(self):
+        return Engine()
+
     def load(self, request, path):
         if os.path.isdir(path):
             ggufs = sorted(p for p in os.listdir(path) if p.endswith(".gguf"))
             require(len(ggufs) == 1, f"{path}: expected one .gguf file, found {ggufs}")
             path = os.path.join(path, ggufs[0])
-        if not hasattr(self, "engine"):
-            self.engine = Engine()
         with engine_errors():
             return self.engine.load(path, n_threads=max(request.Threads, 0))
-
-    def unload(self) -> None:
-        model = getattr(self, "model", None)
-        if model is not None:
-            model.close()
-        super().unload()
 
     def Embedding(self, request, context):
         text = request.Embeddings or request.Prompt

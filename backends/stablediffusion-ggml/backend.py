@@ -14,12 +14,11 @@ boolean flags (diffusion_flash_attn, ...). `CFGScale` is the guidance scale (0: 
 """
 from __future__ import annotations
 
-import contextlib
 import os
 
-from backends.common.cpu_levels import packaged_library
+from backends.common.engine import EngineServicer, PackagedLibrary
 from backends.common.errors import InvalidArgument, NotFound, require
-from backends.common.server import BaseServicer, run
+from backends.common.server import run
 from backends.proto import backend_pb2
 
 from . import png
@@ -37,13 +36,13 @@ FLAG_OPTIONS = ("diffusion_flash_attn", "vae_conv_direct", "diffusion_conv_direc
                 "keep_vae_on_cpu", "keep_control_net_on_cpu", "offload_params_to_cpu", "enable_mmap")
 
 
-class Engine(Library):
+class Engine(PackagedLibrary, Library):
     """The best libstable-diffusion.so of this PEX for this CPU, extracted to a real file for ctypes."""
 
+    engine_dir, library, override_env = ENGINE_DIR, LIBRARY, "LOCALAI_SD_CPU"
+
     def __init__(self):
-        self._files = contextlib.ExitStack()
-        self.level, lib = packaged_library(__package__, ENGINE_DIR, LIBRARY, "LOCALAI_SD_CPU", self._files)
-        super().__init__(lib, verbose=bool(os.environ.get("LOCALAI_SD_VERBOSE")))
+        super().__init__(__package__, verbose=bool(os.environ.get("LOCALAI_SD_VERBOSE")))
 
 
 def parse_options(options, model_dir: str) -> dict:
@@ -101,10 +100,11 @@ class Loaded:
         self.model.close()
 
 
-class StableDiffusionServicer(BaseServicer):
+class StableDiffusionServicer(EngineServicer):
+    def new_engine(self):
+        return Engine()
+
     def load(self, request, path):
-        if not hasattr(self, "engine"):
-            self.engine = Engine()
         if os.path.isdir(path):
             found = sorted(p for p in os.listdir(path) if p.endswith((".safetensors", ".gguf", ".ckpt")))
             require(len(found) == 1, f"{path}: expected one .safetensors/.gguf/.ckpt model file, found {found}")
@@ -129,12 +129,6 @@ class StableDiffusionServicer(BaseServicer):
             raise InvalidArgument(f"{e} (a Stable Diffusion checkpoint stable-diffusion.cpp reads: .safetensors, "
                                   ".ckpt or .gguf)") from None
         return Loaded(model, request.CFGScale, sample_method, scheduler)
-
-    def unload(self) -> None:
-        loaded = getattr(self, "model", None)
-        if loaded is not None:
-            loaded.close()
-        super().unload()
 
     def GenerateImage(self, request, context):
         validate_image_request(request)

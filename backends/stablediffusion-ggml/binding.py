@@ -1,5 +1,6 @@
 """ctypes binding of stable-diffusion.cpp's C API (include/stable-diffusion.h of the pinned
-stable-diffusion-cpp-python 0.4.7 sdist), standard library only.
+stable-diffusion-cpp-python 0.4.7 sdist), standard library only (and backends.common's ctypes
+loader).
 
 The parameter structs are declared field for field from the pinned header and filled by the
 library's own *_init functions; `Library.check_abi()` compares what those functions set against
@@ -19,6 +20,8 @@ import math
 import os
 import struct
 import threading
+
+from backends.common.native_library import load_library
 
 c_bool, c_int, c_float, c_char_p, c_void_p, c_size_t, c_uint32, c_int64 = (
     ctypes.c_bool, ctypes.c_int, ctypes.c_float, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
@@ -180,10 +183,7 @@ class Library:
 
     def __init__(self, path, verbose: bool = False):
         self.path = str(path)
-        self.lib = ctypes.CDLL(self.path)
-        for name, (args, res) in _SIGNATURES.items():
-            fn = getattr(self.lib, name)
-            fn.argtypes, fn.restype = args, res
+        self.lib = load_library(self.path, _SIGNATURES, "stable-diffusion.cpp")
         self._libc = ctypes.CDLL(None)
         self._libc.free.argtypes, self._libc.free.restype = [c_void_p], None
         self.lock = threading.Lock()

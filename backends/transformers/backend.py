@@ -1,7 +1,7 @@
 """LocalAI transformers backend: causal LM text generation, embeddings, tokenization."""
 
+import contextlib
 import os
-import threading
 import time
 
 from backends.common.device import select_device_and_dtype
@@ -10,6 +10,7 @@ from backends.common.llm import context_length, max_new_tokens
 from backends.common.llm import prompt_text as build_prompt
 from backends.common.llm import truncate_at_stop, validate_predict
 from backends.common.server import BaseServicer, run
+from backends.common.streaming import stream_from_thread
 from backends.proto import backend_pb2
 
 
@@ -93,45 +94,42 @@ class TransformersServicer(BaseServicer):
     def PredictStream(self, request, context):
         validate_predict(request)
         model = self._require_causal()
-        from transformers import TextIteratorStreamer  # noqa: PLC0415
+        from transformers import TextStreamer  # noqa: PLC0415
 
         inputs = self._inputs(request)
         limits = self._generation_kwargs(request, model, inputs)
         if request.Seed:
             self.torch.manual_seed(request.Seed)
-        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=600)
-        kwargs = dict(**inputs, **limits, streamer=streamer, pad_token_id=self.tokenizer.pad_token_id)
-        errors = []
+        tokenizer, torch = self.tokenizer, self.torch
 
-        def _generate():
-            try:
-                with self.torch.no_grad():
-                    model.generate(**kwargs)
-            except Exception as exc:  # noqa: BLE001
-                errors.append(exc)
-                streamer.end()
+        class Emitter(TextStreamer):
+            """Hands each piece of decoded text to the stream as generate() finalizes it."""
 
-        thread = threading.Thread(target=_generate, daemon=True)
-        thread.start()
-        emitted = ""
+            def __init__(self, emit):
+                super().__init__(tokenizer, skip_prompt=True, skip_special_tokens=True)
+                self.emit = emit
+
+            def on_finalized_text(self, text, stream_end=False):
+                if text:
+                    self.emit(text)  # raises StreamStopped once the stream is stopped: ends generate()
+
+        def generate(emit, _stop):
+            with torch.no_grad():
+                model.generate(**inputs, **limits, streamer=Emitter(emit), pad_token_id=tokenizer.pad_token_id)
+
         stops = [s for s in request.StopPrompts if s]
-        for piece in streamer:
-            if not piece:
-                continue
-            if stops:
-                candidate = truncate_at_stop(emitted + piece, stops)
-                if len(candidate) < len(emitted + piece):
-                    tail = candidate[len(emitted):]
-                    if tail:
-                        yield backend_pb2.Reply(message=tail.encode("utf-8"))
-                    break
-            emitted += piece
-            yield backend_pb2.Reply(message=piece.encode("utf-8"))
-            if not context.is_active():
-                break
-        thread.join(timeout=1)
-        if errors:
-            raise errors[0]
+        emitted = ""
+        with contextlib.closing(stream_from_thread(generate, context, name="generate")) as pieces:
+            for piece in pieces:
+                if stops:
+                    candidate = truncate_at_stop(emitted + piece, stops)
+                    if len(candidate) < len(emitted + piece):
+                        tail = candidate[len(emitted):]
+                        if tail:
+                            yield backend_pb2.Reply(message=tail.encode("utf-8"))
+                        return  # closing the stream stops generate() at its next piece
+                emitted += piece
+                yield backend_pb2.Reply(message=piece.encode("utf-8"))
 
     def Embedding(self, request, context):
         require(bool(request.Embeddings or request.Prompt), "Embeddings/Prompt text is empty")

@@ -19,14 +19,14 @@ from __future__ import annotations
 import contextlib
 import importlib.resources
 import os
-import queue
-import struct
 import threading
 
+from backends.common.audio import read_wav
+from backends.common.engine import EngineServicer, PackagedLibrary
 from backends.common.errors import InvalidArgument, NotFound, require
-from backends.common.server import BaseServicer, run
+from backends.common.server import run
+from backends.common.streaming import StreamStopped, stream_from_thread
 from backends.proto import backend_pb2
-from backends.common.cpu_levels import packaged_library
 
 from .binding import SAMPLE_RATE, Library, WhisperError
 
@@ -37,71 +37,20 @@ MAX_VAD_SAMPLES = 600 * SAMPLE_RATE
 ENGINE_DIR = "engines/whisper-cpp"
 
 
-class Engine(Library):
+class Engine(PackagedLibrary, Library):
     """The best libwhisper.so of this PEX for this CPU, extracted to a real file for ctypes."""
 
+    engine_dir, library, override_env = ENGINE_DIR, "libwhisper.so", "LOCALAI_WHISPER_CPU"
+
     def __init__(self):
-        self._files = contextlib.ExitStack()
-        self.level, lib = packaged_library(__package__, ENGINE_DIR, "libwhisper.so", "LOCALAI_WHISPER_CPU", self._files)
-        super().__init__(lib, verbose=bool(os.environ.get("LOCALAI_WHISPER_VERBOSE")))
+        super().__init__(__package__, verbose=bool(os.environ.get("LOCALAI_WHISPER_VERBOSE")))
 
     def bundled_vad_model(self) -> str:
         root = importlib.resources.files(__package__).joinpath(ENGINE_DIR, "silero-vad")
         models = sorted(p.name for p in root.iterdir() if p.name.endswith(".bin")) if root.is_dir() else []
         if len(models) != 1:
             raise NotFound(f"this PEX holds no bundled Silero VAD model ({ENGINE_DIR}/silero-vad/*.bin: {models})")
-        return str(self._files.enter_context(importlib.resources.as_file(root.joinpath(models[0]))))
-
-
-def read_wav(path: str):
-    """16 kHz mono float32 samples of a WAV file (numpy array)."""
-    import numpy as np  # noqa: PLC0415
-
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise NotFound(f"audio file {path}: {e.strerror}") from None
-    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
-        raise InvalidArgument(f"{path}: not a WAV file (RIFF/WAVE): send 16 kHz mono WAV (LocalAI converts with ffmpeg)")
-    pos, fmt, pcm = 12, None, None
-    while pos + 8 <= len(data):
-        cid, size = data[pos:pos + 4], struct.unpack("<I", data[pos + 4:pos + 8])[0]
-        body = data[pos + 8:pos + 8 + size]
-        if cid == b"fmt " and len(body) >= 16:
-            fmt = struct.unpack("<HHIIHH", body[:16])
-            if fmt[0] == 0xFFFE and len(body) >= 26:  # WAVE_FORMAT_EXTENSIBLE: the sub-format's tag
-                fmt = (struct.unpack("<H", body[24:26])[0],) + fmt[1:]
-        elif cid == b"data":
-            pcm = body
-        pos += 8 + size + (size & 1)
-    if fmt is None or pcm is None:
-        raise InvalidArgument(f"{path}: WAV without a fmt or data chunk")
-    tag, channels, rate, _, _, bits = fmt
-    require(channels >= 1 and rate >= 1000, f"{path}: WAV with {channels} channels at {rate} Hz is not audio")
-    if tag == 1 and bits in (8, 16, 32):
-        dtype = {8: np.uint8, 16: "<i2", 32: "<i4"}[bits]
-        x = np.frombuffer(pcm[: len(pcm) // (bits // 8) * (bits // 8)], dtype=dtype).astype(np.float32)
-        x = (x - 128.0) / 128.0 if bits == 8 else x / float(2 ** (bits - 1))
-    elif tag == 1 and bits == 24:
-        b = np.frombuffer(pcm[: len(pcm) // 3 * 3], dtype=np.uint8).reshape(-1, 3).astype(np.int32)
-        v = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)
-        x = (np.where(v >= 1 << 23, v - (1 << 24), v) / float(1 << 23)).astype(np.float32)
-    elif tag == 3 and bits in (32, 64):
-        x = np.frombuffer(pcm[: len(pcm) // (bits // 8) * (bits // 8)], dtype="<f4" if bits == 32 else "<f8")
-        x = x.astype(np.float32)
-    else:
-        raise InvalidArgument(f"{path}: WAV format tag {tag} with {bits} bits is not supported "
-                              "(PCM 8/16/24/32-bit or IEEE float 32/64)")
-    x = x[: len(x) // channels * channels].reshape(-1, channels).mean(axis=1)
-    require(len(x) / rate <= MAX_AUDIO_SECONDS,
-            f"{path}: {len(x) / rate:.0f} s of audio is over the limit of {MAX_AUDIO_SECONDS} s per request")
-    if rate != SAMPLE_RATE and len(x):
-        n = int(round(len(x) * SAMPLE_RATE / rate))
-        x = np.interp(np.arange(n) * (rate / SAMPLE_RATE), np.arange(len(x)), x).astype(np.float32)
-    if not np.isfinite(x).all():
-        raise InvalidArgument(f"{path}: audio contains NaN or infinite samples")
-    return np.ascontiguousarray(x, dtype=np.float32)
+        return str(self.files.enter_context(importlib.resources.as_file(root.joinpath(models[0]))))
 
 
 NS_PER_MS = 1_000_000
@@ -144,12 +93,13 @@ class Loaded:
                 m.close()
 
 
-class WhisperServicer(BaseServicer):
+class WhisperServicer(EngineServicer):
     allow_empty_model = True
 
+    def new_engine(self):
+        return Engine()
+
     def load(self, request, path):
-        if not hasattr(self, "engine"):
-            self.engine = Engine()
         threads = max(request.Threads, 0)
         if not path:
             loaded = Loaded(self.engine, None, threads or 1)
@@ -167,12 +117,6 @@ class WhisperServicer(BaseServicer):
             raise InvalidArgument(str(e)) from None
         return Loaded(self.engine, model, threads or 1)
 
-    def unload(self) -> None:
-        model = getattr(self, "model", None)
-        if model is not None:
-            model.close()
-        super().unload()
-
     def _prepare(self, request):
         loaded: Loaded = self.require_model()
         if loaded.whisper is None:
@@ -183,16 +127,16 @@ class WhisperServicer(BaseServicer):
             raise NotFound(f"audio file not found: {request.dst}")
         require(request.temperature >= 0 and request.temperature <= 1.0,
                 f"temperature must be in [0, 1], got {request.temperature}")
-        samples = read_wav(request.dst)
+        samples = read_wav(request.dst, SAMPLE_RATE, MAX_AUDIO_SECONDS)
         require(len(samples) > 0, f"{request.dst}: no audio samples")
         kw = dict(language=request.language, translate=request.translate,
                   n_threads=int(request.threads) or loaded.threads, prompt=request.prompt,
                   temperature=request.temperature, words="word" in request.timestamp_granularities)
         return loaded.whisper, samples, kw
 
-    def _transcribe(self, model, samples, kw, on_segment=None):
+    def _transcribe(self, model, samples, kw, on_segment=None, stop=None):
         try:
-            return model.transcribe(samples, on_segment=on_segment, **kw)
+            return model.transcribe(samples, on_segment=on_segment, stop=stop, **kw)
         except ValueError as e:
             raise InvalidArgument(str(e)) from None
 
@@ -214,26 +158,18 @@ class WhisperServicer(BaseServicer):
         """One delta per segment as whisper.cpp decodes it (its new-segment callback), then the
         final result."""
         model, samples, kw = self._prepare(request)
-        q: queue.Queue = queue.Queue()
-        box = {}
 
-        def work():
-            try:
-                box["result"] = self._transcribe(model, samples, kw, on_segment=lambda s: q.put(s.text))
-            except BaseException as e:  # noqa: BLE001 - re-raised in the RPC thread
-                box["error"] = e
-            finally:
-                q.put(None)
+        def work(emit, stop):
+            def on_segment(seg):
+                # Called from C, where an exception cannot stop whisper.cpp: its abort callback
+                # polls `stop` instead.
+                with contextlib.suppress(StreamStopped):
+                    emit(backend_pb2.TranscriptStreamResponse(delta=seg.text))
 
-        t = threading.Thread(target=work, name="whisper-full", daemon=True)
-        t.start()
-        while (delta := q.get()) is not None:
-            yield backend_pb2.TranscriptStreamResponse(delta=delta)
-        t.join()
-        if "error" in box:
-            raise box["error"]
-        segs, lang = box["result"]
-        yield backend_pb2.TranscriptStreamResponse(final_result=self._result(segs, lang, samples))
+            segs, lang = self._transcribe(model, samples, kw, on_segment=on_segment, stop=stop)
+            emit(backend_pb2.TranscriptStreamResponse(final_result=self._result(segs, lang, samples)))
+
+        yield from stream_from_thread(work, context, name="whisper-full")
 
     def VAD(self, request, context):
         import numpy as np  # noqa: PLC0415

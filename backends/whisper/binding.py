@@ -1,4 +1,5 @@
-"""ctypes binding of whisper.cpp 1.8.5's C API (include/whisper.h), standard library only.
+"""ctypes binding of whisper.cpp 1.8.5's C API (include/whisper.h), standard library only (and
+backends.common's ctypes loader).
 
 The structs passed by value (whisper_context_params, whisper_full_params, whisper_vad_params,
 whisper_vad_context_params, whisper_token_data) are declared field for field from the pinned
@@ -13,6 +14,8 @@ import collections
 import ctypes
 import threading
 from dataclasses import dataclass, field
+
+from backends.common.native_library import load_library
 
 SAMPLE_RATE = 16000
 GREEDY, BEAM_SEARCH = 0, 1
@@ -49,6 +52,7 @@ class _Beam(ctypes.Structure):
 
 
 NEW_SEGMENT_CALLBACK = ctypes.CFUNCTYPE(None, c_void_p, c_void_p, c_int, c_void_p)
+ABORT_CALLBACK = ctypes.CFUNCTYPE(c_bool, c_void_p)  # ggml_abort_callback: true stops whisper_full
 
 
 class FullParams(ctypes.Structure):
@@ -226,10 +230,7 @@ class Library:
 
     def __init__(self, path, verbose: bool = False):
         self.path = str(path)
-        self.lib = ctypes.CDLL(self.path)
-        for name, (args, res) in _SIGNATURES.items():
-            fn = getattr(self.lib, name)
-            fn.argtypes, fn.restype = args, res
+        self.lib = load_library(self.path, _SIGNATURES, "whisper.cpp")
         # whisper.cpp logs to stderr; keep its last lines instead, to say why a load failed.
         self.log_tail: collections.deque[str] = collections.deque(maxlen=12)
 
@@ -365,9 +366,11 @@ class Model:
         p.token_timestamps = words
         return p, keep
 
-    def transcribe(self, samples, on_segment=None, **kw) -> tuple[list[Segment], str]:
+    def transcribe(self, samples, on_segment=None, stop=None, **kw) -> tuple[list[Segment], str]:
         """whisper_full on 16 kHz mono float samples -> (segments, language). on_segment(Segment)
-        is called from whisper.cpp's new-segment callback as each segment is decoded.
+        is called from whisper.cpp's new-segment callback as each segment is decoded; once
+        ``stop`` (a threading.Event) is set, whisper.cpp's abort callback ends the decoding and
+        WhisperError says it was stopped.
 
         Each call decodes in a fresh whisper_state: whisper.cpp seeds the sampler's RNG (used by
         the temperature fallback) when a state is made, so the same request gives the same
@@ -390,8 +393,14 @@ class Model:
 
             cb = NEW_SEGMENT_CALLBACK(_cb)
             p.new_segment_callback = ctypes.cast(cb, c_void_p)
+        abort = None
+        if stop is not None:
+            abort = ABORT_CALLBACK(lambda user: stop.is_set())
+            p.abort_callback = ctypes.cast(abort, c_void_p)
         try:
             rc = lib.whisper_full_with_state(self.ctx, state, p, buf, n)
+            if rc != 0 and stop is not None and stop.is_set():
+                raise WhisperError("whisper_full stopped: the stream was cancelled")
             if rc != 0:
                 raise WhisperError(f"whisper_full failed with code {rc}")
             segments = [self._segment(state, i, words) for i in range(lib.whisper_full_n_segments_from_state(state))]

@@ -27,6 +27,23 @@ def expect_code(code: grpc.StatusCode, call: Callable, *args, **kwargs) -> grpc.
     return err
 
 
+def undecodable_requests_are_invalid_argument(channel: grpc.Channel, rpcs: list[str]) -> None:
+    """Raw bytes that parse as no message (a truncated varint), sent to each of ``rpcs`` with an
+    identity serializer, answer INVALID_ARGUMENT naming the RPC's request type."""
+    methods = backend_pb2.DESCRIPTOR.services_by_name["Backend"].methods_by_name
+    for name in rpcs:
+        method = methods[name]
+        make = channel.unary_stream if method.server_streaming else channel.unary_unary
+        call = make(f"/backend.Backend/{name}", request_serializer=None, response_deserializer=None)
+        with pytest.raises(grpc.RpcError) as info:
+            reply = call(b"\xff", timeout=60)
+            if method.server_streaming:
+                list(reply)
+        err = info.value
+        assert err.code() == Code.INVALID_ARGUMENT, f"{name}: {err.code()}: {err.details()}"
+        assert err.details().startswith(f"request is not a valid {method.input_type.full_name}: "), err.details()
+
+
 def assert_healthy(stub) -> None:
     assert stub.Health(backend_pb2.HealthMessage(), timeout=10).message == b"OK"
 

@@ -10,6 +10,7 @@ import pytest
 from backends.proto import backend_pb2
 from engines.minilm.convert import convert, default_model_dir
 from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_files
+from tests.integration.rpc_checks import undecodable_requests_are_invalid_argument
 from tests.integration.tiny_models import minilm_dir
 
 TEXTS = ["A man is eating food.", "Ünïcödé ünd 日本語のテキスト 🙂", "x" * 3000, "short"]
@@ -84,6 +85,10 @@ def test_bad_input_gets_grpc_errors_and_the_server_keeps_serving(native, tmp_pat
     with pytest.raises(grpc.RpcError) as e:
         native.stub.Embedding(backend_pb2.PredictOptions(Embeddings=""), timeout=30)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # Bytes that are no message: served, control and unserved RPCs, unary and streaming.
+    undecodable_requests_are_invalid_argument(
+        native.channel, ["Embedding", "LoadModel", "Health", "Free", "Predict", "PredictStream", "Rerank"])
+    assert len(embed(native, "still serving")) == 384
 
     not_gguf = tmp_path / "broken.gguf"
     not_gguf.write_bytes(b"GGUF" + b"\0" * 10)

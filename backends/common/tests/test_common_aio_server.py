@@ -126,7 +126,55 @@ def test_every_localai_rpc_is_registered_and_unserved_ones_are_unimplemented(toy
                 served.add(method.name)
             else:
                 assert method.name in exc.details(), exc.details()
-    assert served == {"Health", "Free", "LoadModel", "Status", "Predict"}
+    assert served == {"Health", "Free", "LoadModel", "Status", "Predict", "PredictStream"}
+
+
+GARBAGE = b"\xff"  # a truncated varint: no message of the proto parses it
+
+
+def test_undecodable_requests_answer_invalid_argument_naming_the_message_on_every_rpc(toy):
+    """Raw bytes that are not the RPC's message, sent with an identity serializer: every RPC
+    with a request message (served or not) answers INVALID_ARGUMENT naming its type, not
+    grpcio's UNKNOWN "Unexpected <class 'DecodeError'>"; the server keeps serving."""
+    identity = lambda b: b  # noqa: E731
+    checked = []
+    for method in backend_pb2.DESCRIPTOR.services_by_name["Backend"].methods:
+        if method.client_streaming:  # never read: UNIMPLEMENTED (the registration test)
+            continue
+        path = f"/backend.Backend/{method.name}"
+        call = (toy.channel.unary_stream if method.server_streaming else toy.channel.unary_unary)(path, identity, identity)
+        with pytest.raises(grpc.RpcError) as info:
+            reply = call(GARBAGE, timeout=30)
+            if method.server_streaming:
+                list(reply)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method.name, info.value.details())
+        assert info.value.details().startswith(f"request is not a valid {method.input_type.full_name}: "), (
+            method.name, info.value.details())
+        checked.append(method.name)
+    assert len(checked) >= 45 and {"Health", "LoadModel", "Predict", "PredictStream", "Embedding"} <= set(checked)
+    assert toy.stub.Health(backend_pb2.HealthMessage(), timeout=30).message == b"OK"
+    assert toy.stub.Predict(backend_pb2.PredictOptions(Prompt="x"), timeout=30).message == b"toy:alive"
+
+
+def test_a_worker_thread_streams_and_its_error_keeps_its_status(toy):
+    pieces = [r.message for r in toy.stub.PredictStream(backend_pb2.PredictOptions(Prompt="count:5"), timeout=30)]
+    assert pieces == [b"0", b"1", b"2", b"3", b"4"]
+    got = []
+    with pytest.raises(grpc.RpcError) as info:
+        for r in toy.stub.PredictStream(backend_pb2.PredictOptions(Prompt="fail"), timeout=30):
+            got.append(r.message)
+    assert got == [b"0"]
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.details() == "the worker refused the prompt"
+
+
+def test_a_client_that_cancels_stops_the_worker(toy, tmp_path):
+    call = toy.stub.PredictStream(backend_pb2.PredictOptions(Prompt=f"forever:{tmp_path}"), timeout=60)
+    assert next(call).message == b"x"
+    call.cancel()
+    wait_for(tmp_path / "stopped")
+    # The worker ended, and so did the stream's lease: Free does not wait for it.
+    assert toy.stub.Free(backend_pb2.HealthMessage(), timeout=30).success
 
 
 def test_token_guards_every_rpc_and_is_never_printed(tmp_path):

@@ -96,3 +96,17 @@ def test_parse_args_workers_from_env():
     assert server.parse_args(["--addr", "h:1"], environ={}).workers == 1
     with pytest.raises(SystemExit):
         server.parse_args([], environ={})
+
+
+def test_serve_builds_the_servicer_once_and_a_constructor_error_propagates():
+    """Every backend's factory is a BaseServicer subclass taking ``workers``: there is no
+    fallback that would build a second servicer when the first constructor raised TypeError."""
+    calls = []
+
+    def factory(**kw):
+        calls.append(kw)
+        raise TypeError("a bug inside the constructor")
+
+    with pytest.raises(TypeError, match="a bug inside the constructor"):
+        server.serve(factory, ["--addr", "127.0.0.1:0", "--workers", "3"])
+    assert calls == [{"workers": 3}]

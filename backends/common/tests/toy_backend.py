@@ -5,7 +5,9 @@ import os
 import sys
 import time
 
+from backends.common.errors import InvalidArgument
 from backends.common.server import BaseServicer, run
+from backends.common.streaming import stream_from_thread
 from backends.proto import backend_pb2
 
 
@@ -37,6 +39,32 @@ class ToyServicer(BaseServicer):
                 time.sleep(0.01)
         # The model this call leased must still be alive when the call ends.
         return backend_pb2.Reply(message=f"{model.name}:{'freed' if model.freed else 'alive'}".encode())
+
+    def PredictStream(self, request, context):
+        """A worker thread's stream (streaming.py): "count:N" streams N pieces; "fail" one, then
+        an InvalidArgument; "forever:<dir>" pieces until the stream stops it, which it records
+        as <dir>/stopped."""
+        self.require_model()
+        prompt = request.Prompt
+
+        def work(emit, stop):
+            if prompt.startswith("count:"):
+                for i in range(int(prompt[len("count:"):])):
+                    emit(str(i))
+                return
+            if prompt == "fail":
+                emit("0")
+                raise InvalidArgument("the worker refused the prompt")
+            folder = prompt[len("forever:"):]
+            try:
+                while True:
+                    emit("x")
+                    time.sleep(0.01)
+            finally:
+                open(os.path.join(folder, "stopped"), "w").close()
+
+        for piece in stream_from_thread(work, context):
+            yield backend_pb2.Reply(message=piece.encode())
 
 
 if __name__ == "__main__":
