@@ -336,7 +336,7 @@ class Worker:
             argv = list(command.arguments)
             exec_root = self.root / "work" / uuid.uuid4().hex
             materialize(self.cas, action.input_root_digest, exec_root)
-            (self.root / "running.json").write_text(json.dumps({"lease": lease_id, "action": action_digest, "argv": argv[:4]}))
+            (self.root / "running.json").write_text(json.dumps({"lease": lease_id, "action": action_digest, "argv": argv}))
             workdir = exec_root / command.working_directory
             for rel in [*command.output_files, *command.output_directories, *command.output_paths]:
                 (workdir / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -71,15 +71,16 @@ class Cluster:
     def actions(self) -> list[dict]:
         return [a for w in self.workers for a in w.actions()]
 
-    def kill_mid_action(self, after_actions: int, min_seconds: float, until) -> tuple[WorkerProcess, dict] | None:
+    def kill_mid_action(self, after_actions: int, min_seconds: float, until, spare=lambda argv: False):
         """Once `after_actions` actions have finished, SIGKILLs the first worker that has been running
-        one action for `min_seconds`; returns it and that action, or None if `until()` came first."""
+        one action for `min_seconds` (unless `spare(argv)`); returns that worker and action, or None
+        if `until()` came first."""
         seen: dict[str, tuple[str, float]] = {}
         while not until():
             if len(self.actions()) >= after_actions:
                 for w in self.workers:
                     current = w.running() if w.proc.poll() is None else None
-                    if current is None:
+                    if current is None or spare(current["argv"]):
                         seen.pop(w.name, None)
                         continue
                     lease, since = seen.setdefault(w.name, (current["lease"], time.monotonic()))
