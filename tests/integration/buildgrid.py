@@ -72,7 +72,8 @@ class BuildGridServer:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
+        # BuildGrid's start (imports, config, scheduler threads) took over 60 s on a 2-core runner at load 15.
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"bgd exited: {(data / 'server.log').read_text()[-3000:]}")
@@ -81,7 +82,8 @@ class BuildGridServer:
                 return
             except OSError:
                 time.sleep(0.3)
-        raise TimeoutError("BuildGrid did not listen within 60 s")
+        self.stop()
+        raise TimeoutError(f"BuildGrid did not listen within 300 s: {(data / 'server.log').read_text()[-3000:]}")
 
     @property
     def address(self) -> str:

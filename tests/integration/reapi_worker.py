@@ -44,6 +44,10 @@ BATCH_BLOB_LIMIT = 1 << 20
 BATCH_TOTAL_LIMIT = 3 << 20
 CHUNK = 1 << 20
 UPDATE_INTERVAL_S = 2.0
+# How long an idle bot's CreateBotSession/UpdateBotSession may wait for work: well under the
+# server's bot-session-keepalive-timeout (20 s in execution.yml), which counts from the last
+# answer; a longer poll gets the session closed under it.
+LONG_POLL_S = 5.0
 
 
 def digest_of(data: bytes) -> re_pb2.Digest:
@@ -277,10 +281,20 @@ class Worker:
         )
         return bots_pb2.BotSession(bot_id=f"{self.name}-{uuid.uuid4().hex[:8]}", status=bots_pb2.BotStatus.OK, worker=worker)
 
+    def open_session(self) -> bots_pb2.BotSession:
+        while True:
+            try:
+                # A fresh bot_id each time: BuildGrid refuses one id in two sessions.
+                return self.bots.CreateBotSession(
+                    bots_pb2.CreateBotSessionRequest(parent=self.instance, bot_session=self.session()), timeout=LONG_POLL_S
+                )
+            except grpc.RpcError as e:
+                if e.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+                    raise
+                time.sleep(0.5)
+
     def serve(self) -> None:
-        session = self.bots.CreateBotSession(
-            bots_pb2.CreateBotSessionRequest(parent=self.instance, bot_session=self.session()), timeout=60
-        )
+        session = self.open_session()
         print(f"{self.name}: session {session.name}", flush=True)
         while True:
             for lease in session.leases:
@@ -298,13 +312,20 @@ class Worker:
             reported = {l.id for l in session.leases if l.state == bots_pb2.LeaseState.COMPLETED}
             try:
                 session = self.bots.UpdateBotSession(
-                    bots_pb2.UpdateBotSessionRequest(name=session.name, bot_session=session), timeout=30
+                    bots_pb2.UpdateBotSessionRequest(name=session.name, bot_session=session), timeout=LONG_POLL_S
                 )
             except grpc.RpcError as e:
                 if e.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
                     time.sleep(0.5)
                     continue
-                raise
+                # BuildGrid closed the session (it missed the keepalive): its leases are queued again
+                # for other bots, so drop them here and start over.
+                print(f"{self.name}: session lost ({e.code().name}: {e.details()}); opening a new one", flush=True)
+                with self.lock:
+                    self.done.clear()
+                    self.running.clear()
+                session = self.open_session()
+                continue
             with self.lock:
                 for lease_id in reported:
                     self.done.pop(lease_id, None)
@@ -380,7 +401,8 @@ class Worker:
             record.update(argv=argv, env=env, workdir=command.working_directory)
         self.log.write(json.dumps(record) + "\n")
         with self.lock:
-            self.done[lease_id] = (result, status)
+            if lease_id in self.running:  # not a lease of a session already lost
+                self.done[lease_id] = (result, status)
         self.finished.set()
 
 
