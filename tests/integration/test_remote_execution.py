@@ -5,9 +5,9 @@ A local build of the same sources (own empty store) is the reference. Then Build
 working root) start, and a second clone, with another empty local store and empty named caches,
 packages the same targets with pants.remote.toml. Mid-build one worker is SIGKILLed while it runs
 an action. The test checks that Pants executed nothing locally, that every process Pants sent is
-one the workers ran (by action digest), that the killed action was re-run by the other worker
-without Pants resending it (BuildGrid re-queued the lease), and that the artifacts are
-byte-identical to the local build.
+one the workers ran (by action digest), that the killed action was finished by the other worker
+(and it reports whether BuildGrid re-queued the lease or Pants re-sent the action), and that
+the artifacts are byte-identical to the local build.
 
 What it does not prove: the workers share this machine, its filesystem and its network with the
 client. An action that reads a client path (the wheelhouse under ~/.cache, the Pants venv's
