@@ -1,4 +1,8 @@
-"""A real BuildGrid REAPI server (cache services only) for tests: buildgrid==0.9.1 on CPython 3.13."""
+"""A real BuildGrid REAPI server for tests: buildgrid==0.9.1 on CPython 3.13.
+
+cache.yml serves the cache only; execution.yml adds the Execution and Bots services over a
+PostgreSQL scheduler (tests/integration/postgres.py).
+"""
 from __future__ import annotations
 
 import glob
@@ -12,6 +16,7 @@ from pathlib import Path
 
 REQUIREMENTS = Path("3rdparty/buildgrid/requirements.txt")
 CONFIG = Path("3rdparty/buildgrid/cache.yml")
+EXECUTION_CONFIG = Path("3rdparty/buildgrid/execution.yml")
 
 
 def python313() -> str:
@@ -51,19 +56,24 @@ def free_port() -> int:
 
 
 class BuildGridServer:
-    def __init__(self, data: Path):
+    def __init__(self, data: Path, config: Path = CONFIG, sql: str | None = None):
+        """`sql`: the postgresql:// URL that execution.yml's scheduler needs (migrated here first)."""
         self.port = free_port()
         self.data = data
         data.mkdir(parents=True, exist_ok=True)
-        config = CONFIG.read_text().replace("${BUILDGRID_PORT}", str(self.port)).replace("${BUILDGRID_DATA}", str(data))
-        (data / "config.yml").write_text(config)
+        text = config.read_text().replace("${BUILDGRID_PORT}", str(self.port)).replace("${BUILDGRID_DATA}", str(data))
+        if sql is not None:
+            text = text.replace("${BUILDGRID_SQL}", sql)
+            subprocess.run([str(buildgrid_venv() / "bin/bgd"), "migrate", "apply", sql], check=True, capture_output=True)
+        (data / "config.yml").write_text(text)
         self.log = (data / "server.log").open("wb")
         self.proc = subprocess.Popen(
             [str(buildgrid_venv() / "bin/bgd"), "server", "start", str(data / "config.yml")],
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
+        # BuildGrid's start (imports, config, scheduler threads) took over 60 s on a 2-core runner at load 15.
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"bgd exited: {(data / 'server.log').read_text()[-3000:]}")
@@ -72,7 +82,8 @@ class BuildGridServer:
                 return
             except OSError:
                 time.sleep(0.3)
-        raise TimeoutError("BuildGrid did not listen within 60 s")
+        self.stop()
+        raise TimeoutError(f"BuildGrid did not listen within 300 s: {(data / 'server.log').read_text()[-3000:]}")
 
     @property
     def address(self) -> str:

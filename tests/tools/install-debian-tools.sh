@@ -3,6 +3,8 @@
 #   docker-registry  the CNCF distribution registry (a real OCI registry for the publish and
 #                    LocalAI-installer tests)
 #   skopeo           an independent reader of the image tarball (oci-archive: and docker-archive:)
+#   postgresql       the database BuildGrid 0.9.1's scheduler requires (remote execution test;
+#                    tests/integration/postgres.py runs a private cluster, not the system service)
 # Test-only: the build itself needs none of them. Called by the tests (registry.py) and by
 # .ci/run. Needs root or sudo and a Debian/Ubuntu apt source; anywhere else, install the
 # equivalent package (e.g. `distribution`/`registry`) and put `docker-registry` on PATH.
@@ -10,9 +12,11 @@ set -eu
 missing=""
 command -v docker-registry >/dev/null 2>&1 || missing="$missing docker-registry"
 command -v skopeo >/dev/null 2>&1 || missing="$missing skopeo"
+# Debian keeps initdb/pg_ctl in /usr/lib/postgresql/<version>/bin, off PATH.
+command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry) and skopeo" >&2
+    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry), skopeo and PostgreSQL (initdb, pg_ctl)" >&2
     exit 1
 fi
 sudo=""
