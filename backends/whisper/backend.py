@@ -25,6 +25,7 @@ import threading
 
 from backends.common.errors import InvalidArgument, NotFound, require
 from backends.common.server import BaseServicer, run
+from backends.common.vad_segments import speech_segments
 from backends.proto import backend_pb2
 from backends.common.cpu_levels import packaged_library
 
@@ -245,8 +246,12 @@ class WhisperServicer(BaseServicer):
         loaded: Loaded = self.require_model()
         audio = np.asarray(request.audio, dtype=np.float32)
         require(bool(np.isfinite(audio).all()), "audio contains NaN or infinite samples")
+        # whisper.cpp computes the probabilities; the segments follow Silero's own rules, as
+        # silero-vad:cpu does. whisper.cpp's whisper_vad_segments_from_probs (what LocalAI's Go
+        # whisper backend calls) also merges segments under 200 ms apart, so it answers one
+        # segment where Silero answers two for a 100-200 ms pause (backends/common/vad_segments.py).
         try:
-            segs = loaded.vad().segments(audio)
+            segs = speech_segments(loaded.vad().probabilities(audio), total_samples=len(audio))
         except WhisperError as e:
             raise InvalidArgument(f"VAD failed: {e}") from None
         return backend_pb2.VADResponse(segments=[backend_pb2.VADSegment(start=s, end=e) for s, e in segs])

@@ -3,6 +3,7 @@
 #   docker-registry  the CNCF distribution registry (a real OCI registry for the publish and
 #                    LocalAI-installer tests)
 #   skopeo           an independent reader of the image tarball (oci-archive: and docker-archive:)
+#   espeak-ng        speech for the VAD tests (utterances with short pauses, test_whisper_cpp_cpu.py)
 # Test-only: the build itself needs none of them. Called by the tests (registry.py) and by
 # .ci/run. Needs root or sudo and a Debian/Ubuntu apt source; anywhere else, install the
 # equivalent package (e.g. `distribution`/`registry`) and put `docker-registry` on PATH.
@@ -10,9 +11,10 @@ set -eu
 missing=""
 command -v docker-registry >/dev/null 2>&1 || missing="$missing docker-registry"
 command -v skopeo >/dev/null 2>&1 || missing="$missing skopeo"
+command -v espeak-ng >/dev/null 2>&1 || missing="$missing espeak-ng"
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry) and skopeo" >&2
+    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry), skopeo and espeak-ng" >&2
     exit 1
 fi
 sudo=""
