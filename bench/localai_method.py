@@ -322,8 +322,8 @@ def main() -> None:
         if args.drift:
             results["drift"].append(drift(args, uv, name, work))
             print(f"  {name} drift done [{load()}]", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1, sort_keys=True))
+        if args.json:  # after every backend: a long run that is stopped keeps what it measured
+            args.json.write_text(json.dumps(results, indent=1, sort_keys=True))
     report(results, args)
     shutil.rmtree(work, ignore_errors=True)
 

@@ -269,7 +269,8 @@ def test_vad_probabilities_match_onnxruntime(pex, speech, short_pauses, tmp_path
     audio = cases["short-pauses"]
     native, silero_rules = vad.segments(audio), speech_segments(vad.probabilities(audio), total_samples=len(audio))
     print(f"short-pauses: whisper_vad_segments_from_probs {native}; Silero's rules {silero_rules}")
-    assert len(silero_rules) == 3 and len(native) < len(silero_rules), (native, silero_rules)
+    # >= 3: both breaks split (espeak-ng 1.51 also leaves a ~100 ms gap inside the second sentence: 4).
+    assert len(silero_rules) >= 3 and len(native) < len(silero_rules), (native, silero_rules)
 
 
 def vad(stub, audio) -> list[tuple[float, float]]:
@@ -292,7 +293,7 @@ def test_vad_with_empty_model_gives_the_same_segments_as_silero_vad_cpu(speech, 
                 assert abs(s1 - s2) <= 0.04 and abs(e1 - e2) <= 0.04, (name, a, b)
         assert vad(ours.stub, cases["silence"]) == [] and vad(ours.stub, cases["noise"]) == []
         assert vad(ours.stub, cases["speech"]), "no speech found"
-        assert len(vad(ref.stub, cases["short-pauses"])) == 3, "the short pauses are not split by silero-vad:cpu"
+        assert len(vad(ref.stub, cases["short-pauses"])) >= 3, "the short pauses are not split by silero-vad:cpu"
         # VAD-only: transcription needs a Whisper model.
         expect_code(Code.INVALID_ARGUMENT, ours.stub.AudioTranscription,
                     backend_pb2.TranscriptRequest(dst="/nonexistent.wav"))
