@@ -97,7 +97,10 @@ elif kind == "asr-faster-whisper":
                               suppress_tokens=[], suppress_blank=False)
     tokens = sum(len(seg.tokens) for seg in segs)
     run = time.perf_counter() - t0
-print(json.dumps({"load_s": load, "run_s": run, "tokens": locals().get("tokens", 0), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+# VmHWM, not getrusage's ru_maxrss: Linux carries the forking parent's peak across exec into
+# ru_maxrss (the parent here has torch loaded to make the model), VmHWM is this image's own.
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({"load_s": load, "run_s": run, "tokens": locals().get("tokens", 0), "peak_rss_mb": hwm / 1024,
                   "process_s": time.perf_counter() - t_start}))
 '''
 
