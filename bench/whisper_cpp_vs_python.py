@@ -1,10 +1,15 @@
 """whisper.cpp (engines/whisper-cpp through backends/whisper's binding) against the Python stacks,
 one measurement per child process (load time, run time, peak RSS of that process):
 
-- VAD on 60 s of audio: whisper.cpp's Silero VAD (ggml) vs onnxruntime on the silero-vad
-  package's ONNX (the silero-vad backend's loop).
+- VAD on 60 s of audio: whisper.cpp's Silero VAD (ggml probabilities, Silero's segmentation rules:
+  what backends/whisper answers) vs onnxruntime on the silero-vad package's ONNX (the silero-vad
+  backend's loop) vs the silero-vad package itself on torch (load_silero_vad(onnx=False) +
+  get_speech_timestamps: the Python path the seed compared).
 - Transcription of the same audio with the same tiny random Whisper: whisper.cpp (f16 ggml,
-  greedy, no fallback) vs transformers (greedy generate, f32) vs faster-whisper (CTranslate2 int8).
+  greedy, no fallback) vs transformers (greedy generate, f32) vs faster-whisper (CTranslate2 int8,
+  greedy, no fallback); the CTranslate2 model is converted from the very weights whisper.cpp's
+  file holds, with a 51,865-token tokenizer.json laid out as Whisper's (byte tokens, fillers,
+  the special tokens at their ids), which CTranslate2's converter and faster-whisper need.
 
   python bench/whisper_cpp_vs_python.py --lib dist/engines/whisper-cpp/avx2/libwhisper.so \
       --vad-model dist/engines/whisper-cpp/silero-vad/silero-vad-v6.2.3-ggml.bin --work /tmp/wbench \
@@ -33,9 +38,17 @@ audio = np.load(args["audio"])
 if kind == "vad-whisper.cpp":
     from backends.whisper.binding import Library
     t0 = time.perf_counter()
+    from backends.common.vad_segments import speech_segments
     m = Library(args["lib"]).load_vad(args["vad_model"], n_threads=1)
     load = time.perf_counter() - t0
-    t0 = time.perf_counter(); m.segments(audio); run = time.perf_counter() - t0
+    t0 = time.perf_counter(); speech_segments(m.probabilities(audio), total_samples=len(audio))
+    run = time.perf_counter() - t0
+elif kind == "vad-torch":
+    import torch
+    torch.set_num_threads(1)
+    from silero_vad import get_speech_timestamps, load_silero_vad
+    t0 = time.perf_counter(); model = load_silero_vad(onnx=False); load = time.perf_counter() - t0
+    t0 = time.perf_counter(); get_speech_timestamps(torch.from_numpy(audio), model); run = time.perf_counter() - t0
 elif kind == "vad-onnxruntime":
     import importlib.util, onnxruntime
     spec = importlib.util.find_spec("silero_vad")
@@ -58,6 +71,7 @@ elif kind == "asr-whisper.cpp":
     t0 = time.perf_counter()
     m.transcribe(audio, language="en", no_timestamps=True, no_fallback=True, n_threads=args["threads"])
     run = time.perf_counter() - t0
+    tokens = sum(len(seg) for seg in m.token_ids())
 elif kind == "asr-transformers":
     import torch
     torch.set_num_threads(args["threads"])
@@ -79,12 +93,58 @@ elif kind == "asr-faster-whisper":
     load = time.perf_counter() - t0
     t0 = time.perf_counter()
     segs, info = m.transcribe(audio, language="en", beam_size=1, temperature=0.0, without_timestamps=True,
-                              condition_on_previous_text=False, vad_filter=False)
-    list(segs)
+                              condition_on_previous_text=False, vad_filter=False, max_new_tokens=args["tokens"],
+                              suppress_tokens=[], suppress_blank=False)
+    tokens = sum(len(seg.tokens) for seg in segs)
     run = time.perf_counter() - t0
-print(json.dumps({"load_s": load, "run_s": run, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+# VmHWM, not getrusage's ru_maxrss: Linux carries the forking parent's peak across exec into
+# ru_maxrss (the parent here has torch loaded to make the model), VmHWM is this image's own.
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({"load_s": load, "run_s": run, "tokens": locals().get("tokens", 0), "peak_rss_mb": hwm / 1024,
                   "process_s": time.perf_counter() - t_start}))
 '''
+
+
+def ct2_of_the_same_model(hf: Path, out: Path) -> Path:
+    """The tiny Whisper's own weights as CTranslate2, for faster-whisper: a tokenizer.json with the
+    ids whisper.cpp derives from n_vocab = 51,865 (bytes and words of vocab.json, fillers up to
+    50,256, then <|endoftext|>, <|startoftranscript|>, 99 languages with <|en|> first, tasks,
+    1,501 timestamps), saved next to a copy of the HF model and converted with it."""
+    import shutil
+
+    import ctranslate2
+    from faster_whisper.tokenizer import _LANGUAGE_CODES
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import GenerationConfig, PreTrainedTokenizerFast
+
+    from tests.integration.whisper_cpp_models import EOT, N_VOCAB
+
+    vocab = json.loads((hf / "vocab.json").read_text())
+    for i in range(len(vocab), EOT):
+        vocab[f"<|filler{i}|>"] = i
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    langs = ["en"] + [c for c in _LANGUAGE_CODES if c not in ("en", "yue")]
+    tasks = ["translate", "transcribe", "startoflm", "startofprev", "nospeech", "notimestamps"]
+    tok.add_special_tokens(["<|endoftext|>", "<|startoftranscript|>"] + [f"<|{c}|>" for c in langs]
+                           + [f"<|{t}|>" for t in tasks] + [f"<|{i * 0.02:.2f}|>" for i in range(1501)])
+    assert tok.get_vocab_size() == N_VOCAB and tok.token_to_id("<|notimestamps|>") == 50363, tok.get_vocab_size()
+    work = out.parent / f"{out.name}-hf"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(hf, work)
+    eot = "<|endoftext|>"
+    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eot, bos_token=eot, unk_token=eot, pad_token=eot).save_pretrained(work)
+    GenerationConfig(
+        decoder_start_token_id=50258, eos_token_id=EOT, pad_token_id=EOT, is_multilingual=True,
+        lang_to_id={f"<|{c}|>": tok.token_to_id(f"<|{c}|>") for c in langs},
+        task_to_id={"transcribe": 50359, "translate": 50358}, no_timestamps_token_id=50363,
+        suppress_tokens=[], begin_suppress_tokens=[], alignment_heads=[[0, 0]],
+    ).save_pretrained(work)
+    ctranslate2.converters.TransformersConverter(str(work), copy_files=["tokenizer.json"]).convert(str(out), force=True)
+    (out / "preprocessor_config.json").write_text(json.dumps(
+        {"feature_size": 80, "sampling_rate": 16000, "hop_length": 160, "chunk_length": 30, "n_fft": 400}))
+    return out
 
 
 def child(kind: str, args: dict) -> dict:
@@ -130,14 +190,11 @@ def main() -> None:
     common = dict(lib=os.path.abspath(a.lib), vad_model=os.path.abspath(a.vad_model), threads=a.threads,
                   hf=str(work / "tiny" / "hf"), ggml=str(work / "tiny" / "ggml" / "ggml-model.bin"), tokens=220)
     if "asr-faster-whisper" not in a.skip and not ct2.exists():
-        import ctranslate2
-
-        ctranslate2.converters.TransformersConverter(str(work / "tiny" / "hf")).convert(str(ct2), force=True)
-        (ct2 / "preprocessor_config.json").write_text(json.dumps(
-            {"feature_size": 80, "sampling_rate": 16000, "hop_length": 160, "chunk_length": 30, "n_fft": 400}))
+        ct2_of_the_same_model(work / "tiny" / "hf", ct2)
     common["ct2"] = str(ct2)
     rows = []
     for kind, audio, secs in (("vad-whisper.cpp", "audio60", 60), ("vad-onnxruntime", "audio60", 60),
+                              ("vad-torch", "audio60", 60),
                               ("asr-whisper.cpp", "audio10", 10), ("asr-transformers", "audio10", 10),
                               ("asr-faster-whisper", "audio10", 10)):
         if kind in a.skip:

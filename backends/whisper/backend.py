@@ -26,6 +26,7 @@ from backends.common.engine import EngineServicer, PackagedLibrary
 from backends.common.errors import InvalidArgument, NotFound, require
 from backends.common.server import run
 from backends.common.streaming import StreamStopped, stream_from_thread
+from backends.common.vad_segments import speech_segments
 from backends.proto import backend_pb2
 
 from .binding import SAMPLE_RATE, Library, WhisperError
@@ -181,8 +182,12 @@ class WhisperServicer(EngineServicer):
         loaded: Loaded = self.require_model()
         audio = np.asarray(request.audio, dtype=np.float32)
         require(bool(np.isfinite(audio).all()), "audio contains NaN or infinite samples")
+        # whisper.cpp computes the probabilities; the segments follow Silero's own rules, as
+        # silero-vad:cpu does. whisper.cpp's whisper_vad_segments_from_probs (what LocalAI's Go
+        # whisper backend calls) also merges segments under 200 ms apart, so it answers one
+        # segment where Silero answers two for a 100-200 ms pause (backends/common/vad_segments.py).
         try:
-            segs = loaded.vad().segments(audio)
+            segs = speech_segments(loaded.vad().probabilities(audio), total_samples=len(audio))
         except WhisperError as e:
             raise InvalidArgument(f"VAD failed: {e}") from None
         return backend_pb2.VADResponse(segments=[backend_pb2.VADSegment(start=s, end=e) for s, e in segs])

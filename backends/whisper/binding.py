@@ -474,7 +474,9 @@ class VadModel:
             return lib.whisper_vad_probs(self.ctx)[:count]
 
     def segments(self, samples, params: VadParams | None = None) -> list[tuple[float, float]]:
-        """[(start_s, end_s)] of speech."""
+        """[(start_s, end_s)] of speech by whisper.cpp's own rules (whisper_vad_segments_from_probs:
+        Silero's hysteresis, then a merge of segments under 200 ms apart that Silero does not do;
+        centisecond resolution). The backend's VAD applies Silero's rules to probabilities()."""
         lib = self.library.lib
         params = params or lib.whisper_vad_default_params()
         buf, n, _keep = _floats(samples)

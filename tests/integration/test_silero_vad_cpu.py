@@ -1,9 +1,9 @@
 """backends/silero-vad:cpu, packaged by Pants, started as LocalAI starts it, called over gRPC.
 
 The model is the real Silero VAD ONNX bundled in the silero-vad package (LoadModel with an
-empty Model). Speech is espeak-ng when the machine has it, and always a synthetic voiced
-signal (pulse train through moving formants, in syllables), so CI without espeak-ng still
-checks detection; silence and faint noise must give no segment.
+empty Model). Speech is espeak-ng (installed by tests/tools/install-debian-tools.sh when missing)
+and a synthetic voiced signal (pulse train through moving formants, in syllables); silence and
+faint noise must give no segment.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess
+from tests.integration.registry import debian_tool
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, second_load_is_aborted, state
 from tests.integration.tiny_models import SAMPLE_RATE, espeak_voice, synthetic_voice
 
@@ -66,9 +67,9 @@ def test_speech_between_silences_gives_segments_inside_the_speech(loaded, source
     if source == "synthetic":
         speech = synthetic_voice(3.0)
     else:
+        debian_tool("espeak-ng")
         speech = espeak_voice("Hello there, this is a test of voice activity detection.")
-        if speech is None:
-            pytest.skip("espeak-ng is not installed here: the synthetic voice case covers detection")
+        assert speech is not None
     silence_lead = np.zeros(int(LEAD * SAMPLE_RATE), np.float32)
     silence_tail = np.zeros(int(TAIL * SAMPLE_RATE), np.float32)
     audio = np.concatenate([silence_lead, speech, silence_tail])

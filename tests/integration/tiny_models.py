@@ -187,8 +187,9 @@ def synthetic_voice(seconds: float, sample_rate: int = SAMPLE_RATE, seed: int = 
     return (0.6 * out).astype(np.float32)
 
 
-def espeak_voice(text: str, sample_rate: int = SAMPLE_RATE):
-    """espeak-ng speech resampled to ``sample_rate`` mono float32, or None when espeak-ng is absent."""
+def espeak_voice(text: str, sample_rate: int = SAMPLE_RATE, ssml: bool = False):
+    """espeak-ng speech resampled to ``sample_rate`` mono float32, or None when espeak-ng is absent.
+    ``ssml``: ``text`` is SSML (e.g. ``<break time="250ms"/>`` between sentences)."""
     import io
     import shutil
     import subprocess
@@ -199,7 +200,7 @@ def espeak_voice(text: str, sample_rate: int = SAMPLE_RATE):
     exe = shutil.which("espeak-ng")
     if exe is None:
         return None
-    raw = subprocess.run([exe, "--stdout", text], check=True, capture_output=True).stdout
+    raw = subprocess.run([exe, *(["-m"] if ssml else []), "--stdout", text], check=True, capture_output=True).stdout
     with wave.open(io.BytesIO(raw)) as w:
         rate, width = w.getframerate(), w.getsampwidth()
         frames = w.readframes(w.getnframes())

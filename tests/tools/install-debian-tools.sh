@@ -5,6 +5,7 @@
 #   skopeo           an independent reader of the image tarball (oci-archive: and docker-archive:)
 #   postgresql       the database BuildGrid 0.9.1's scheduler requires (remote execution test;
 #                    tests/integration/postgres.py runs a private cluster, not the system service)
+#   espeak-ng        speech for the VAD tests (utterances with short pauses, test_whisper_cpp_cpu.py)
 # Test-only: the build itself needs none of them. Called by the tests (registry.py) and by
 # .ci/run. Needs root or sudo and a Debian/Ubuntu apt source; anywhere else, install the
 # equivalent package (e.g. `distribution`/`registry`) and put `docker-registry` on PATH.
@@ -14,9 +15,10 @@ command -v docker-registry >/dev/null 2>&1 || missing="$missing docker-registry"
 command -v skopeo >/dev/null 2>&1 || missing="$missing skopeo"
 # Debian keeps initdb/pg_ctl in /usr/lib/postgresql/<version>/bin, off PATH.
 command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
+command -v espeak-ng >/dev/null 2>&1 || missing="$missing espeak-ng"
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry), skopeo and PostgreSQL (initdb, pg_ctl)" >&2
+    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry), skopeo, PostgreSQL (initdb, pg_ctl) and espeak-ng" >&2
     exit 1
 fi
 sudo=""

@@ -1,0 +1,363 @@
+"""LocalAI's own way of building a Python backend, measured beside `./pants package` (issue #25 item 3).
+
+Usage:
+  python3 bench/localai_method.py --localai DIR [--backends rerankers,transformers,kokoro] [--runs 3]
+        [--python 3.11] [--ours] [--drift DIR --dates 2026-06-01,2026-12-01] [--json OUT]
+
+DIR is a checkout (or `git archive`) of LocalAI holding backend/backend.proto and
+backend/python/<name>/requirements*.txt; nothing of it is copied into this repository.
+
+What LocalAI's backend/python/common/libbackend.sh does for a CPU build (BUILD_TYPE unset, so
+BUILD_PROFILE is "cpu"), re-done here from its documented behaviour without Docker:
+  1. `uv venv --python <version> venv` (its USE_PIP=false default);
+  2. `uv pip install --requirement F` for each F that exists, one call per file, in the order
+     requirements-install.txt, requirements.txt, requirements-${BUILD_TYPE}.txt,
+     requirements-${BUILD_PROFILE}.txt (BUILD_TYPE != BUILD_PROFILE), requirements-cpu.txt (BUILD_TYPE
+     empty), requirements-after.txt, requirements-${BUILD_PROFILE}-after.txt. With BUILD_TYPE empty
+     requirements-cpu.txt is named twice; the second call is a no-op and is made as the script does.
+     Each call sees PyPI plus whatever index lines the file itself holds (uv reads them);
+  3. runProtogen: a throwaway uv venv with `grpcio-tools<=<grpcio> protobuf<=<protobuf>` of the
+     backend's venv, `python -m grpc_tools.protoc` of backend.proto, and an import check of the
+     stubs with the backend's python.
+  kokoro's install.sh then runs `python -m spacy download en_core_web_sm`, a GitHub download
+  (unreachable here): not run, said in the output.
+
+Measured per backend: wall time cold (empty uv cache) and warm (the same cache, a fresh venv),
+median of --runs; the venv's size on disk; its distributions and the nvidia/cuda/triton ones.
+With --ours, `./pants package backends/<name>:cpu` beside it, the two alternating run by run: cold
+(no pantsd, empty local store and named caches) and warm (no pantsd, the store the cold run
+filled, i.e. a fresh Pants process with warm caches, the counterpart of the warm uv cache), and
+the PEX's distributions, folder size and unpacked size.
+With --drift, LocalAI's files of another revision (DIR) resolved as step 2 does, once per date
+with uv's `--exclude-newer`: which distributions get a different version. Our side cannot drift:
+the lockfile pins every distribution's version and sha256 and the build reads only the lock.
+
+A file that names an index this machine cannot reach (kokoro's requirements-cpu.txt names the
+PyTorch CPU index) makes uv fail; the output says so and the backend is measured again with
+those index lines dropped, which is what a user behind the same wall gets: torch from PyPI.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+UV_VERSION = "0.13.9"  # from PyPI, pinned: the bench measures LocalAI's method, not uv's changes
+CUDA_PREFIXES = ("nvidia", "cuda", "triton")
+INDEX_LINE = re.compile(r"^\s*--(extra-index-url|index-url|find-links|-i)\b\s*=?\s*(\S+)", re.M)
+
+
+def uv_binary(work: Path) -> str:
+    venv = work / f"uv-{UV_VERSION}"
+    if not (venv / "bin/uv").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin/pip"), "install", "-q", f"uv=={UV_VERSION}"], check=True)
+    return str(venv / "bin/uv")
+
+
+def requirement_files(backend_dir: Path, build_type: str = "", build_profile: str = "cpu") -> list[Path]:
+    """The files libbackend.sh's installRequirements installs, in its order (existing ones only)."""
+    names = ["requirements-install.txt", "requirements.txt", f"requirements-{build_type}.txt"]
+    if build_type != build_profile:
+        names.append(f"requirements-{build_profile}.txt")
+    if not build_type:
+        names.append("requirements-cpu.txt")
+    names.append("requirements-after.txt")
+    if build_type != build_profile:
+        names.append(f"requirements-{build_profile}-after.txt")
+    return [backend_dir / n for n in names if (backend_dir / n).is_file()]
+
+
+def clean_env(cache: Path, venv: Path | None = None) -> dict:
+    """No host pip/uv configuration: uv sees PyPI and the files' own index lines only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "VIRTUAL_ENV"))}
+    env.update(UV_CACHE_DIR=str(cache), UV_NO_CONFIG="1", UV_PYTHON_DOWNLOADS="never")
+    if venv is not None:
+        env["VIRTUAL_ENV"] = str(venv)
+    return env
+
+
+class Failed(Exception):
+    pass
+
+
+def sh(cmd, env, log: Path) -> float:
+    start = time.perf_counter()
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(map(str, cmd))}\n")
+        out.flush()
+        rc = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        tail = log.read_text().splitlines()[-6:]
+        raise Failed(f"exit {rc}: {' '.join(map(str, cmd))}\n    " + "\n    ".join(tail))
+    return time.perf_counter() - start
+
+
+def without_index_lines(files: list[Path], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for i, f in enumerate(files):
+        copy = out_dir / f"{i}-{f.name}"
+        copy.write_text(INDEX_LINE.sub(lambda m: f"# dropped (unreachable here): {m.group(0).strip()}", f.read_text()))
+        copies.append(copy)
+    return copies
+
+
+def localai_install(uv: str, backend_dir: Path, proto: Path, files: list[Path], venv: Path, cache: Path,
+                    python: str, log: Path, exclude_newer: str | None = None, protogen: bool = True) -> dict:
+    """libbackend.sh's ensureVenv + installRequirements (+ runProtogen): wall time of each step."""
+    shutil.rmtree(venv, ignore_errors=True)
+    env = clean_env(cache, venv)
+    steps = {"venv": sh([uv, "venv", "-q", "--python", python, str(venv)], env, log)}
+    extra = ["--exclude-newer", exclude_newer] if exclude_newer else []
+    for i, f in enumerate(files):
+        steps[f"{i}:{f.name}"] = sh([uv, "pip", "install", "--requirement", str(f), *extra], env, log)
+    if protogen:
+        steps["protogen"] = protogen_step(uv, proto, venv, cache, log)
+    return steps
+
+
+def protogen_step(uv: str, proto: Path, venv: Path, cache: Path, log: Path) -> float:
+    start = time.perf_counter()
+    py = str(venv / "bin/python")
+    version = lambda dist: subprocess.run(  # noqa: E731
+        [py, "-c", f"import importlib.metadata as m; print(m.version('{dist}'))"], capture_output=True, text=True
+    ).stdout.strip()
+    spec = ["grpcio-tools" + (f"<={version('grpcio')}" if version("grpcio") else "")]
+    if version("protobuf"):
+        spec.append(f"protobuf<={version('protobuf')}")
+    with tempfile.TemporaryDirectory() as tmp:
+        tools, out = Path(tmp) / "protogen", Path(tmp) / "stubs"
+        out.mkdir()
+        sh([uv, "venv", "-q", str(tools)], clean_env(cache), log)
+        sh([uv, "pip", "install", *spec], clean_env(cache, tools), log)
+        sh([str(tools / "bin/python"), "-m", "grpc_tools.protoc", f"-I{proto.parent}", "--python_out", str(out),
+            "--grpc_python_out", str(out), str(proto)], clean_env(cache), log)
+        sh([py, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import backend_pb2, backend_pb2_grpc", str(out)],
+           clean_env(cache), log)
+    return time.perf_counter() - start
+
+
+def du(path: Path) -> int:
+    seen, total = set(), 0
+    for p in path.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            st = p.stat()
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
+
+
+def venv_distributions(venv: Path) -> dict[str, str]:
+    out = {}
+    for info in (venv / "lib").glob("python*/site-packages/*.dist-info"):
+        meta = (info / "METADATA").read_text(errors="replace")
+        name = re.search(r"^Name: (.+)$", meta, re.M).group(1).strip()
+        out[re.sub(r"[-_.]+", "-", name).lower()] = re.search(r"^Version: (.+)$", meta, re.M).group(1).strip()
+    return out
+
+
+def cuda_packages(dists) -> list[str]:
+    return sorted(d for d in dists if d.startswith(CUDA_PREFIXES))
+
+
+# ---- ours ------------------------------------------------------------------------------------
+
+
+def pants_package(name: str, work: Path, cold: bool, log: Path) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    store = work / "pants-store"
+    if cold:
+        shutil.rmtree(store, ignore_errors=True)
+    cmd = ["./pants", "--no-pantsd", f"--local-store-dir={store}/lmdb", f"--named-caches-dir={store}/named",
+           "package", f"backends/{name}:cpu"]
+    start = time.perf_counter()
+    with log.open("a") as out:
+        subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=out, stderr=subprocess.STDOUT)
+    return time.perf_counter() - start
+
+
+def pex_facts(name: str) -> dict:
+    pex = ROOT / f"dist/backends/{name}/cpu/backend.pex"
+    info = json.loads((pex / "PEX-INFO").read_text())
+    dists = {}
+    for wheel in info["distributions"]:
+        n, v = wheel.split("-")[:2]
+        dists[re.sub(r"[-_.]+", "-", n).lower()] = v
+    unpacked = 0
+    for z in (pex / ".deps").iterdir():
+        with zipfile.ZipFile(z) as zf:
+            unpacked += sum(i.file_size for i in zf.infolist())
+    lock = ROOT / f"lockfiles/{name}-cpu.lock"
+    return {"distributions": dists, "folder_bytes": du(pex.parent), "unpacked_bytes": unpacked,
+            "cuda": cuda_packages(dists), "lockfile": str(lock.relative_to(ROOT))}
+
+
+# ---- report ----------------------------------------------------------------------------------
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def spread(xs) -> str:
+    return f"{median(xs):.1f} s ({min(xs):.1f}-{max(xs):.1f})" if xs else "-"
+
+
+def measure_backend(args, uv: str, name: str, work: Path) -> dict:
+    backend_dir = args.localai / "backend/python" / name
+    proto = args.localai / "backend/backend.proto"
+    files = requirement_files(backend_dir)
+    log = work / f"{name}.log"
+    result = {"backend": name, "files": [f.name for f in files], "notes": []}
+    unreachable = [m.group(2) for f in files for m in INDEX_LINE.finditer(f.read_text())
+                   if not reachable(m.group(2))]
+    if unreachable:
+        try:  # LocalAI's files as they are: uv stops at the unreachable index
+            localai_install(uv, backend_dir, proto, files, work / f"{name}-venv", work / f"{name}-probe-cache",
+                            args.python, log)
+            result["notes"].append(f"{unreachable} did not answer the probe but the install passed")
+        except Failed as e:
+            result["notes"].append(f"as written: fails here, {unreachable} unreachable: {str(e).splitlines()[-1].strip()}")
+            files = without_index_lines(files, work / f"{name}-files")
+            result["notes"].append("measured with those index lines dropped (torch then comes from PyPI)")
+        shutil.rmtree(work / f"{name}-probe-cache", ignore_errors=True)
+    if name == "kokoro":
+        result["notes"].append("install.sh's `python -m spacy download en_core_web_sm` (GitHub) not run")
+    cold, warm, ours_cold, ours_warm = [], [], [], []
+    for run in range(args.runs):
+        cache = work / f"{name}-uv-cache"
+        shutil.rmtree(cache, ignore_errors=True)
+        steps = localai_install(uv, backend_dir, proto, files, work / f"{name}-venv", cache, args.python, log)
+        cold.append(sum(steps.values()))
+        result.setdefault("cold_steps", []).append(steps)
+        if args.ours:
+            ours_cold.append(pants_package(name, work, cold=True, log=log))
+        warm.append(sum(localai_install(uv, backend_dir, proto, files, work / f"{name}-venv", cache, args.python,
+                                        log).values()))
+        if args.ours:
+            ours_warm.append(pants_package(name, work, cold=False, log=log))
+        print(f"  {name} run {run + 1}: localai cold {cold[-1]:.1f} s warm {warm[-1]:.1f} s"
+              + (f"; ours cold {ours_cold[-1]:.1f} s warm {ours_warm[-1]:.1f} s" if args.ours else "")
+              + f"  [{load()}]", flush=True)
+    venv = work / f"{name}-venv"
+    dists = venv_distributions(venv)
+    result.update(localai_cold=cold, localai_warm=warm, venv_bytes=du(venv), localai_distributions=dists,
+                  localai_cuda=cuda_packages(dists))
+    shutil.rmtree(work / f"{name}-uv-cache", ignore_errors=True)
+    if args.ours:
+        result.update(ours_cold=ours_cold, ours_warm=ours_warm, ours=pex_facts(name))
+    return result
+
+
+def reachable(url: str) -> bool:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(url.rstrip("/") + "/", timeout=10).close()
+        return True
+    except Exception:  # noqa: BLE001  (DNS, refused, TLS, HTTP: all mean "not usable here")
+        return False
+
+
+def drift(args, uv: str, name: str, work: Path) -> dict:
+    """The files of another LocalAI revision installed as LocalAI does, once per --exclude-newer date."""
+    backend_dir = args.drift / "backend/python" / name
+    files = requirement_files(backend_dir)
+    if any(not reachable(m.group(2)) for f in files for m in INDEX_LINE.finditer(f.read_text())):
+        files = without_index_lines(files, work / f"{name}-drift-files")
+    cache = work / "drift-uv-cache"  # shared across dates and backends: only the resolution differs
+    by_date, errors = {}, {}
+    for date in args.dates:
+        venv = work / f"{name}-drift-{date}"
+        try:
+            localai_install(uv, backend_dir, args.drift / "backend/backend.proto", files, venv, cache, args.python,
+                            work / f"{name}-drift.log", exclude_newer=f"{date}T00:00:00Z", protogen=False)
+            by_date[date] = venv_distributions(venv)
+        except Failed as e:
+            errors[date] = str(e).splitlines()[-1].strip()
+        shutil.rmtree(venv, ignore_errors=True)
+    names = sorted(set().union(*by_date.values())) if by_date else []
+    differ = {n: [by_date[d].get(n, "-") for d in args.dates if d in by_date] for n in names
+              if len({by_date[d].get(n, "-") for d in by_date}) > 1}
+    return {"backend": name, "dates": args.dates, "counts": {d: len(v) for d, v in by_date.items()},
+            "differ": differ, "errors": errors,
+            "cuda": {d: cuda_packages(v) for d, v in by_date.items()}}
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--localai", type=Path, required=True, help="LocalAI checkout (backend/python/<name>/)")
+    p.add_argument("--backends", default="rerankers,transformers,kokoro")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--python", default="3.11", help="LocalAI's default is 3.10; ours is 3.11")
+    p.add_argument("--ours", action="store_true", help="also time ./pants package, alternating with LocalAI's")
+    p.add_argument("--drift", type=Path, help="LocalAI checkout of the revision whose files are resolved per date")
+    p.add_argument("--dates", type=lambda s: s.split(","), default=["2026-06-01", "2026-12-01"])
+    p.add_argument("--no-measure", action="store_true", help="drift only")
+    p.add_argument("--json", type=Path, help="write every figure here")
+    args = p.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="localai-method-"))
+    uv = uv_binary(Path(tempfile.gettempdir()))
+    print(f"uv {UV_VERSION}, python {args.python}, work {work}, {load()}", flush=True)
+    results = {"measure": [], "drift": []}
+    for name in args.backends.split(","):
+        if not args.no_measure:
+            results["measure"].append(measure_backend(args, uv, name, work))
+        if args.drift:
+            results["drift"].append(drift(args, uv, name, work))
+            print(f"  {name} drift done [{load()}]", flush=True)
+        if args.json:  # after every backend: a long run that is stopped keeps what it measured
+            args.json.write_text(json.dumps(results, indent=1, sort_keys=True))
+    report(results, args)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def report(results, args) -> None:
+    if results["measure"]:
+        ours = args.ours
+        print("\n| backend (CPU) | LocalAI cold | LocalAI warm |" + (" ours cold | ours warm |" if ours else "")
+              + " LocalAI venv | " + ("our PEX folder / unpacked | " if ours else "")
+              + "distributions | nvidia/cuda/triton |")
+        print("|---" * (7 + 3 * ours) + "|")
+        for r in results["measure"]:
+            row = [r["backend"], spread(r["localai_cold"]), spread(r["localai_warm"])]
+            if ours:
+                row += [spread(r["ours_cold"]), spread(r["ours_warm"])]
+            row.append(f"{r['venv_bytes'] / 1e6:.0f} MB")
+            if ours:
+                o = r["ours"]
+                row.append(f"{o['folder_bytes'] / 1e6:.0f} MB / {o['unpacked_bytes'] / 1e6:.0f} MB")
+                row.append(f"{len(r['localai_distributions'])} / {len(o['distributions'])}")
+                row.append(f"{len(r['localai_cuda'])} / {len(o['cuda'])}")
+            else:
+                row += [str(len(r["localai_distributions"])), str(len(r["localai_cuda"]))]
+            print("| " + " | ".join(row) + " |")
+        for r in results["measure"]:
+            for n in r["notes"]:
+                print(f"- {r['backend']}: {n}")
+    for d in results["drift"]:
+        dates = " vs ".join(args.dates)
+        print(f"\n{d['backend']}: {dates}: {d['counts']} distributions; {len(d['differ'])} differ; errors {d['errors']}")
+        for n, vs in d["differ"].items():
+            print(f"  {n}: {' -> '.join(vs)}")
+        print(f"  nvidia/cuda/triton per date: { {k: len(v) for k, v in d['cuda'].items()} }")
+
+
+if __name__ == "__main__":
+    main()
