@@ -32,7 +32,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from backend_client import ROOT, Backend, minilm_dir, pb2  # noqa: E402
+from backend_client import ROOT, Backend, minilm_dir, pb2  # noqa: E402 (after the sys.path setup above)
 
 PEX_TOOL = os.path.expanduser("~/.cache/localai-build/pex-2.1.137")
 MODES = ("pex-cold", "pex-warm", "venv")
@@ -93,7 +93,7 @@ def main() -> int:
 
     if "pex-cold" in modes:
         samples = []
-        for i in range(args.runs):
+        for _ in range(args.runs):
             root = os.path.join(args.workdir, "pex_root_cold")
             shutil.rmtree(root, ignore_errors=True)
             subprocess.run(["sync"])

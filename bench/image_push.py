@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.integration.registry import RegistryServer  # noqa: E402
+from tests.integration.registry import RegistryServer  # noqa: E402 (after the sys.path setup above)
 
 PUSH = Path("pants-plugins/localai/oci/push.py")
 
@@ -38,10 +38,10 @@ def main(first: str, second: str) -> None:
             b = push(Path("dist/images") / second / "layout", server.host)
         finally:
             server.stop()
-    mb = lambda n: f"{n / 1e6:.1f} MB"  # noqa: E731
+    mb = lambda n: f"{n / 1e6:.1f} MB"  # noqa: E731 (a one-line local helper)
     print(f"push {first}: uploaded {mb(a['uploaded_bytes'])}, skipped {mb(a['skipped_bytes'])}")
     print(f"push {second}: uploaded {mb(b['uploaded_bytes'])}, skipped {mb(b['skipped_bytes'])}")
-    wheels = lambda image: {p.name for p in (Path("dist/backends") / image / "backend.pex/.deps").iterdir()}  # noqa: E731
+    wheels = lambda image: {p.name for p in (Path("dist/backends") / image / "backend.pex/.deps").iterdir()}  # noqa: E731 (a one-line local helper)
     print(f"wheels {second} shares with {first}: {len(wheels(first) & wheels(second))} of {len(wheels(second))}")
 
 

@@ -24,7 +24,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from backend_client import ROOT, Backend, minilm_dir, pb2, percentile  # noqa: E402
+from backend_client import ROOT, Backend, minilm_dir, pb2, percentile  # noqa: E402 (after the sys.path setup above)
 
 
 def main() -> int:

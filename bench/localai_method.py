@@ -130,7 +130,7 @@ def localai_install(uv: str, backend_dir: Path, proto: Path, files: list[Path], 
 def protogen_step(uv: str, proto: Path, venv: Path, cache: Path, log: Path) -> float:
     start = time.perf_counter()
     py = str(venv / "bin/python")
-    version = lambda dist: subprocess.run(  # noqa: E731
+    version = lambda dist: subprocess.run(  # noqa: E731 (a one-line local helper)
         [py, "-c", f"import importlib.metadata as m; print(m.version('{dist}'))"], capture_output=True, text=True
     ).stdout.strip()
     spec = ["grpcio-tools" + (f"<={version('grpcio')}" if version("grpcio") else "")]
@@ -267,7 +267,7 @@ def reachable(url: str) -> bool:
     try:
         urllib.request.urlopen(url.rstrip("/") + "/", timeout=10).close()
         return True
-    except Exception:  # noqa: BLE001  (DNS, refused, TLS, HTTP: all mean "not usable here")
+    except Exception:  # DNS, refused, TLS, HTTP: all mean "not usable here"
         return False
 
 

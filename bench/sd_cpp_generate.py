@@ -45,7 +45,7 @@ print(json.dumps({"load": load, "runs": runs, "size": [w, h],
 
 def cpu_levels_here() -> list[str]:
     sys.path.insert(0, str(ROOT))
-    from backends.common.cpu_levels import CPU_LEVELS, cpu_flags  # noqa: PLC0415
+    from backends.common.cpu_levels import CPU_LEVELS, cpu_flags
 
     flags = cpu_flags()
     return [lvl for lvl in CPU_LEVELS if CPU_LEVELS[lvl] <= flags]
@@ -63,7 +63,7 @@ def main() -> None:
     model = Path(a.work) / "sdxs-random.safetensors"
     if not model.exists():
         sys.path.insert(0, str(ROOT))
-        from tests.integration.sd_cpp_models import random_sdxs  # noqa: PLC0415
+        from tests.integration.sd_cpp_models import random_sdxs
 
         random_sdxs(model)
     print(f"load average {os.getloadavg()[0]:.2f}; {a.size}x{a.size}, {a.steps} step(s), euler, cfg 7 "

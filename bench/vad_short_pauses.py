@@ -78,7 +78,7 @@ def main() -> None:
     session = onnxruntime.InferenceSession(os.path.join(spec.submodule_search_locations[0], "data", "silero_vad.onnx"),
                                            providers=["CPUExecutionProvider"])
     vad = Library(a.lib).load_vad(a.vad_model)
-    fmt = lambda segs: " ".join(f"[{s:.2f},{e:.2f}]" for s, e in segs)  # noqa: E731
+    fmt = lambda segs: " ".join(f"[{s:.2f},{e:.2f}]" for s, e in segs)  # noqa: E731 (a one-line local helper)
     print("| break | silero (onnx, Silero framing + rules) | onnx, whisper.cpp framing | ggml probs + Silero rules "
           "(whisper:cpu) | whisper.cpp's own segments | longest run below 0.35 (silero / ggml) | max abs prob diff ggml vs silero |")
     print("|---|---|---|---|---|---|---|")

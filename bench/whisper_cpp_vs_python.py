@@ -168,8 +168,8 @@ def main() -> None:
     import numpy as np
 
     sys.path.insert(0, os.getcwd())
-    from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice
     from tests.integration import whisper_cpp_models
+    from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice
     from tests.integration.whisper_cpp_models import tiny_whisper
 
     whisper_cpp_models.SDIST = Path(a.sdist)

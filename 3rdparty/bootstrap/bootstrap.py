@@ -23,7 +23,7 @@ def log(msg: str) -> None:
     print(f"pants bootstrap: {msg}", file=sys.stderr, flush=True)
 
 
-def fail(msg: str) -> "NoReturn":  # noqa: F821
+def fail(msg: str) -> "NoReturn":  # noqa: F821 (a string annotation: typing is not imported at start)
     log(f"error: {msg}")
     sys.exit(1)
 

@@ -91,10 +91,10 @@ class BarkServicer(BaseServicer):
         return super().resolve_path(request)
 
     def load(self, request, path):
-        import torch  # noqa: PLC0415
-        from transformers import BarkModel, BarkProcessor  # noqa: PLC0415
+        import torch
+        from transformers import BarkModel, BarkProcessor
 
-        from backends.common.device import select_device_and_dtype  # noqa: PLC0415
+        from backends.common.device import select_device_and_dtype
 
         device, dtype = select_device_and_dtype(torch, request.DType or None)
         self.model_dir = path if os.path.isdir(path) else ""
@@ -120,7 +120,7 @@ class BarkServicer(BaseServicer):
         check_writable(dst)
         presets = self.processor.available_voice_presets if self.processor.speaker_embeddings else []
         voice = resolve_voice(request.voice, presets, self.model_dir)
-        import torch  # noqa: PLC0415
+        import torch
 
         try:
             inputs = self.processor(request.text, voice_preset=voice)

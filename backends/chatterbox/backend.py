@@ -17,10 +17,10 @@ class ChatterboxServicer(BaseServicer):
         return super().resolve_path(request)
 
     def load(self, request, path):
-        import torch  # noqa: PLC0415
-        from chatterbox.tts import ChatterboxTTS  # noqa: PLC0415
+        import torch
 
-        from backends.common.device import select_device  # noqa: PLC0415
+        from backends.common.device import select_device
+        from chatterbox.tts import ChatterboxTTS
 
         device = select_device(torch)
         if path:

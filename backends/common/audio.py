@@ -18,7 +18,7 @@ def validate_tts(request) -> None:
 
 def write_wav(path: str, samples, sample_rate: int) -> None:
     """Write mono float samples in [-1, 1] (numpy array, tensor or list) as 16-bit PCM WAV."""
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
     if hasattr(samples, "detach"):
         samples = samples.detach().float().cpu().numpy()
@@ -42,7 +42,7 @@ def read_wav(path: str, sample_rate: int, max_seconds: float):
     file and the cause; a missing file NotFound; audio over ``max_seconds`` InvalidArgument
     naming the limit (checked before resampling allocates).
     """
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
     try:
         with open(path, "rb") as f:

@@ -30,7 +30,7 @@ CPU_HALF_REFUSED = (
 
 
 def import_torch():
-    import torch  # noqa: PLC0415 (lazy on purpose)
+    import torch  # lazy on purpose
 
     return torch
 
@@ -41,14 +41,14 @@ def _xpu_available(torch) -> bool:
         return False
     try:
         return bool(xpu.is_available())
-    except Exception:  # noqa: BLE001 - a broken XPU runtime means "no XPU"
+    except Exception:  # a broken XPU runtime means "no XPU"
         return False
 
 
 def _cuda_available(torch) -> bool:
     try:
         return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -59,7 +59,7 @@ def _mps_available(torch, system: str) -> bool:
     mps = getattr(backends, "mps", None) if backends is not None else None
     try:
         return bool(mps is not None and mps.is_available())
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -122,7 +122,7 @@ def select_dtype_name(torch, device: str, requested: Optional[str] = None, envir
     if device == "cuda":
         try:
             bf16 = bool(torch.cuda.is_bf16_supported())
-        except Exception:  # noqa: BLE001
+        except Exception:
             bf16 = False
         return "bfloat16" if bf16 else "float16"
     if device == "xpu":

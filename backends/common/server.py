@@ -140,7 +140,7 @@ def wrap_rpc(name: str, func: Callable) -> Callable:
                             yield item
                     finally:
                         inner.close()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 _abort(name, exc, context)
 
         wrapper = stream_wrapper
@@ -153,7 +153,7 @@ def wrap_rpc(name: str, func: Callable) -> Callable:
                     return func(self, request, context)
                 with _Lease(self, name, request) as loaded, _Holding(loaded):
                     return func(self, request, context)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 _abort(name, exc, context)
 
         wrapper = unary_wrapper
@@ -179,7 +179,7 @@ class BaseServicer(backend_pb2_grpc.BackendServicer):
             if name in cls.__dict__:
                 setattr(cls, name, wrap_rpc(name, cls.__dict__[name]))
 
-    def __init__(self, workers: int = 1):  # noqa: ARG002 (the server bounds concurrency: aio_server)
+    def __init__(self, workers: int = 1):  # the server bounds concurrency: aio_server
         self._slot = ModelSlot()
 
     # ---- hooks for subclasses ---------------------------------------------------------
@@ -251,7 +251,7 @@ class BaseServicer(backend_pb2_grpc.BackendServicer):
             rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             memory.total = int(rss_kib) * 1024
             memory.breakdown["max_rss"] = int(rss_kib) * 1024
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         return backend_pb2.StatusResponse(state=self.state, memory=memory)
 

@@ -47,7 +47,7 @@ def stream_from_thread(
             outcome["result"] = work(emit, stop)
         except StreamStopped:
             pass
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the RPC's thread
+        except BaseException as exc:  # re-raised in the RPC's thread
             outcome["error"] = exc
         finally:
             items.put((_END, None))

@@ -24,10 +24,10 @@ class CoquiServicer(BaseServicer):
         return super().resolve_path(request)
 
     def load(self, request, path):
-        import torch  # noqa: PLC0415
-        from TTS.api import TTS  # noqa: PLC0415
+        import torch
+        from TTS.api import TTS
 
-        from backends.common.device import select_device  # noqa: PLC0415
+        from backends.common.device import select_device
 
         device = select_device(torch)
         if os.path.isdir(path):

@@ -32,8 +32,9 @@ def validate_image_request(request) -> None:
 
 class DiffusersServicer(BaseServicer):
     def load(self, request, path):
-        import torch  # noqa: PLC0415
-        import diffusers  # noqa: PLC0415
+        import torch
+
+        import diffusers
 
         device, dtype = select_device_and_dtype(torch, request.DType or None)
         kwargs = {"torch_dtype": dtype}
@@ -74,7 +75,7 @@ class DiffusersServicer(BaseServicer):
         if request.seed:
             kwargs["generator"] = self.torch.Generator(device="cpu").manual_seed(request.seed)
         if request.src:
-            from PIL import Image  # noqa: PLC0415
+            from PIL import Image
 
             kwargs["image"] = Image.open(request.src).convert("RGB")
             kwargs.pop("width"), kwargs.pop("height")

@@ -9,8 +9,8 @@ from backends.proto import backend_pb2
 
 class ExLlamaV2Servicer(BaseServicer):
     def load(self, request, path):
-        from exllamav2 import ExLlamaV2, ExLlamaV2Cache, ExLlamaV2Config, ExLlamaV2Tokenizer  # noqa: PLC0415
-        from exllamav2.generator import ExLlamaV2DynamicGenerator  # noqa: PLC0415
+        from exllamav2 import ExLlamaV2, ExLlamaV2Cache, ExLlamaV2Config, ExLlamaV2Tokenizer
+        from exllamav2.generator import ExLlamaV2DynamicGenerator
 
         config = ExLlamaV2Config(path)
         if request.ContextSize:
@@ -23,7 +23,7 @@ class ExLlamaV2Servicer(BaseServicer):
         return model
 
     def _settings(self, request):
-        from exllamav2.generator import ExLlamaV2Sampler  # noqa: PLC0415
+        from exllamav2.generator import ExLlamaV2Sampler
 
         s = ExLlamaV2Sampler.Settings()
         s.temperature = request.Temperature
@@ -53,7 +53,7 @@ class ExLlamaV2Servicer(BaseServicer):
     def PredictStream(self, request, context):
         validate_predict(request)
         self.require_model()
-        from exllamav2.generator import ExLlamaV2DynamicJob  # noqa: PLC0415
+        from exllamav2.generator import ExLlamaV2DynamicJob
 
         ids = self.tokenizer.encode(prompt_text(request), add_bos=True)
         job = ExLlamaV2DynamicJob(

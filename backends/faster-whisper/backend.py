@@ -42,10 +42,10 @@ def select_device(environ=None) -> str:
     if forced:
         raise InvalidArgument(f"LOCALAI_DEVICE={forced}: faster-whisper runs on cpu or cuda only")
     try:
-        import ctranslate2  # noqa: PLC0415
+        import ctranslate2
 
         return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-    except Exception:  # noqa: BLE001
+    except Exception:
         return "cpu"
 
 
@@ -94,7 +94,7 @@ class FasterWhisperServicer(BaseServicer):
         return super().resolve_path(request)
 
     def load(self, request, path):
-        from faster_whisper import WhisperModel  # noqa: PLC0415
+        from faster_whisper import WhisperModel
 
         device = select_device()
         self.device = device
@@ -119,7 +119,7 @@ class FasterWhisperServicer(BaseServicer):
         try:
             # Decodes the whole file (PyAV) before returning the lazy segment generator.
             segments, info = model.transcribe(request.dst, **kwargs)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if failed_in_audio_decoding(exc):
                 raise InvalidArgument(
                     f"cannot decode {request.dst} as audio: {type(exc).__name__}: {exc}"

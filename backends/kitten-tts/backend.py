@@ -65,7 +65,7 @@ def model_files(path: str) -> tuple:
 
 def hub_files(repo: str) -> tuple:
     """Download a hub model's config.json, then the ONNX and voices files it names."""
-    from huggingface_hub import hf_hub_download  # noqa: PLC0415
+    from huggingface_hub import hf_hub_download
 
     config = hf_hub_download(repo, "config.json")
     return model_files(os.path.dirname(config))
@@ -86,7 +86,7 @@ class KittenTTSServicer(BaseServicer):
         return super().resolve_path(request)
 
     def load(self, request, path):
-        from kittentts import KittenTTS  # noqa: PLC0415
+        from kittentts import KittenTTS
 
         onnx, voices = hub_files(path) if is_hub_id(path) else model_files(path)
         return KittenTTS(onnx, voices)

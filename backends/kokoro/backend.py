@@ -86,10 +86,10 @@ class KokoroServicer(BaseServicer):
         return super().resolve_path(request)
 
     def load(self, request, path):
-        import torch  # noqa: PLC0415
-        from kokoro import KModel  # noqa: PLC0415
+        import torch
 
-        from backends.common.device import select_device  # noqa: PLC0415
+        from backends.common.device import select_device
+        from kokoro import KModel
 
         device = select_device(torch)
         if path:
@@ -107,7 +107,7 @@ class KokoroServicer(BaseServicer):
         return model.to(device).eval()
 
     def _pipeline(self, lang):
-        from kokoro import KPipeline  # noqa: PLC0415
+        from kokoro import KPipeline
 
         if lang not in self.pipelines:
             self.pipelines[lang] = KPipeline(lang_code=lang, model=self.model)
@@ -116,7 +116,7 @@ class KokoroServicer(BaseServicer):
     def TTS(self, request, context):
         validate_tts(request)
         self.require_model()
-        import numpy as np  # noqa: PLC0415
+        import numpy as np
 
         voice = request.voice or DEFAULT_VOICE
         if self.voices_dir and not voice.endswith(".pt"):

@@ -97,7 +97,11 @@ def test_additions_are_compatible(tmp_path):
         ("string Prompt = 1;", "bytes Prompt = 1;", "~ field PredictOptions#1: 1 string Prompt -> 1 bytes Prompt"),
         ("string Prompt = 1;", "string prompt = 1;", "~ field PredictOptions#1: 1 string Prompt -> 1 string prompt"),
         ("optional float temperature = 2;", "float temperature = 2;", "~ field PredictOptions#2"),
-        ("map<string, string> Metadata = 3;", "map<string, bytes> Metadata = 3;", "~ field PredictOptions#3: 3 map<string, string> Metadata -> 3 map<string, bytes> Metadata"),
+        (
+            "map<string, string> Metadata = 3;",
+            "map<string, bytes> Metadata = 3;",
+            "~ field PredictOptions#3: 3 map<string, string> Metadata -> 3 map<string, bytes> Metadata",
+        ),
         ("returns (stream Reply)", "returns (Reply)", "~ rpc PredictStream: (PredictOptions) returns (stream Reply) -> (PredictOptions) returns (Reply)"),
         ("  rpc Health(HealthMessage) returns (Reply) {}\n", "", "- rpc Health"),
         ("B = 1;", "B = 2;", "~ enum value PredictOptions.Mode.B: 1 -> 2"),

@@ -40,17 +40,17 @@ def rank(scores, documents, top_n: int):
 
 class RerankersServicer(BaseServicer):
     def load(self, request, path):
-        import torch  # noqa: PLC0415
+        import torch
 
         device, dtype = select_device_and_dtype(torch, request.DType or None)
         trust = bool(request.TrustRemoteCode)
         self.is_bi_encoder = is_sentence_transformer(request, path)
         if self.is_bi_encoder:
-            from sentence_transformers import SentenceTransformer  # noqa: PLC0415
+            from sentence_transformers import SentenceTransformer
 
             model = SentenceTransformer(path, device=device, trust_remote_code=trust, model_kwargs={"dtype": dtype})
         else:
-            from sentence_transformers import CrossEncoder  # noqa: PLC0415
+            from sentence_transformers import CrossEncoder
 
             model = CrossEncoder(path, device=device, trust_remote_code=trust, model_kwargs={"dtype": dtype})
         return model
@@ -61,7 +61,7 @@ class RerankersServicer(BaseServicer):
             return 0
         try:
             return sum(len(ids) for ids in tok(list(texts))["input_ids"])
-        except Exception:  # noqa: BLE001
+        except Exception:
             return 0
 
     def Rerank(self, request, context):
@@ -69,7 +69,7 @@ class RerankersServicer(BaseServicer):
         model = self.require_model()
         docs = list(request.documents)
         if self.is_bi_encoder:
-            from sentence_transformers import util  # noqa: PLC0415
+            from sentence_transformers import util
 
             q = model.encode([request.query], convert_to_tensor=True, normalize_embeddings=True)
             d = model.encode(docs, convert_to_tensor=True, normalize_embeddings=True)

@@ -25,7 +25,7 @@ def open_image_source(ref: str):
     data = ref.split(",", 1)[1] if ref.startswith("data:") else ref
     try:
         return io.BytesIO(base64.b64decode(data, validate=True))
-    except Exception:  # noqa: BLE001
+    except Exception:
         raise NotFound(f"image not found (and not base64): {ref[:80]}") from None
 
 
@@ -58,7 +58,7 @@ class RFDETRServicer(BaseServicer):
         return super().resolve_path(request)
 
     def load(self, request, path):
-        import rfdetr  # noqa: PLC0415
+        import rfdetr
 
         variant = request.Type or (request.Model if request.Model in VARIANTS else "RFDETRBase")
         cls = getattr(rfdetr, variant, None)
@@ -66,10 +66,10 @@ class RFDETRServicer(BaseServicer):
             raise InvalidArgument(f"unknown RF-DETR variant {variant!r}: one of {', '.join(VARIANTS)}")
         model = cls(pretrain_weights=path) if path else cls()
         try:
-            from rfdetr.util.coco_classes import COCO_CLASSES  # noqa: PLC0415
+            from rfdetr.util.coco_classes import COCO_CLASSES
 
             self.names = COCO_CLASSES
-        except Exception:  # noqa: BLE001
+        except Exception:
             self.names = None
         return model
 
@@ -79,7 +79,7 @@ class RFDETRServicer(BaseServicer):
         require(bool(request.src), "src is empty: give base64 image data (or an image path)")
         source = open_image_source(request.src)
         model = self.require_model()
-        from PIL import Image, UnidentifiedImageError  # noqa: PLC0415
+        from PIL import Image, UnidentifiedImageError
 
         try:
             image = Image.open(source).convert("RGB")

@@ -34,8 +34,8 @@ class SileroVADServicer(BaseServicer):
     allow_empty_model = True
 
     def load(self, request, path):
-        import numpy  # noqa: PLC0415
-        import onnxruntime  # noqa: PLC0415  # pants: no-infer-dep (in the backend's own resolve)
+        import numpy
+        import onnxruntime  # pants: no-infer-dep (in the backend's own resolve)
 
         path = path or bundled_model_path()
         if not path.endswith(".onnx"):

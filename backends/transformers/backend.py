@@ -6,9 +6,8 @@ import time
 
 from backends.common.device import select_device_and_dtype
 from backends.common.errors import InvalidArgument, require
-from backends.common.llm import context_length, max_new_tokens
+from backends.common.llm import context_length, max_new_tokens, truncate_at_stop, validate_predict
 from backends.common.llm import prompt_text as build_prompt
-from backends.common.llm import truncate_at_stop, validate_predict
 from backends.common.server import BaseServicer, run
 from backends.common.streaming import stream_from_thread
 from backends.proto import backend_pb2
@@ -33,8 +32,9 @@ def generation_kwargs(request, prompt_tokens: int = 0, context=None) -> dict:
 
 class TransformersServicer(BaseServicer):
     def load(self, request, path):
-        import torch  # noqa: PLC0415
-        from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415
+        import torch
+
+        from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
         device, dtype = select_device_and_dtype(torch, request.DType or None)
         trust = bool(request.TrustRemoteCode)
@@ -94,7 +94,7 @@ class TransformersServicer(BaseServicer):
     def PredictStream(self, request, context):
         validate_predict(request)
         model = self._require_causal()
-        from transformers import TextStreamer  # noqa: PLC0415
+        from transformers import TextStreamer
 
         inputs = self._inputs(request)
         limits = self._generation_kwargs(request, model, inputs)

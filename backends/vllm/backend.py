@@ -66,7 +66,7 @@ def sampling_kwargs(request) -> dict:
 
 class VLLMServicer(BaseServicer):
     def load(self, request, path):
-        from vllm import LLM  # noqa: PLC0415
+        from vllm import LLM
 
         kwargs = engine_kwargs(request)
         kwargs["model"] = path
@@ -77,7 +77,7 @@ class VLLMServicer(BaseServicer):
     def _generate(self, request):
         validate_predict(request)
         llm = self.require_model()
-        from vllm import SamplingParams  # noqa: PLC0415
+        from vllm import SamplingParams
 
         prompt = prompt_text(request, self.tokenizer)
         start = time.time()

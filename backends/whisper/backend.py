@@ -64,7 +64,7 @@ def _word(w):
 def to_segment(seg, duration_ms: int) -> "backend_pb2.TranscriptSegment":
     """Times clamped to the audio: whisper.cpp takes them from timestamp tokens, which a model
     may place past the end of the audio (the last window is padded to 30 s)."""
-    clamp = lambda t: max(0, min(int(t), duration_ms))  # noqa: E731
+    clamp = lambda t: max(0, min(int(t), duration_ms))  # noqa: E731 (a one-line local helper)
     for w in seg.words:
         w.start_ms, w.end_ms = clamp(w.start_ms), clamp(w.end_ms)
     return backend_pb2.TranscriptSegment(id=seg.index, start=clamp(seg.start_ms) * NS_PER_MS,
@@ -173,7 +173,7 @@ class WhisperServicer(EngineServicer):
         yield from stream_from_thread(work, context, name="whisper-full")
 
     def VAD(self, request, context):
-        import numpy as np  # noqa: PLC0415
+        import numpy as np
 
         require(len(request.audio) > 0, "audio is empty: send 16 kHz mono float samples")
         require(len(request.audio) <= MAX_VAD_SAMPLES,

@@ -198,7 +198,7 @@ def check_model_file(path) -> None:
 def _floats(samples) -> tuple[ctypes.Array, int]:
     """A float32 buffer of `samples` (a numpy float32 array, array('f') or a sequence)."""
     try:
-        import numpy  # noqa: PLC0415
+        import numpy
 
         arr = numpy.ascontiguousarray(samples, dtype=numpy.float32)
         return arr.ctypes.data_as(ctypes.POINTER(c_float)), len(arr), arr  # keep arr alive

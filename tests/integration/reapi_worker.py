@@ -383,7 +383,7 @@ class Worker:
                 collect(command, workdir, result, outputs)
             self.cas.upload(outputs.blobs, outputs.files)
             shutil.rmtree(exec_root, ignore_errors=True)
-        except Exception as e:  # noqa: BLE001 - reported to BuildGrid, which retries INTERNAL
+        except Exception as e:  # reported to BuildGrid, which retries INTERNAL
             status = status_pb2.Status(code=code_pb2.INTERNAL, message=f"{type(e).__name__}: {e}")
         (self.root / "running.json").unlink(missing_ok=True)
         record = {

@@ -108,7 +108,7 @@ def hammer(call: Callable[[int, int], None], clients: int, requests: int) -> lis
         for i in range(requests):
             try:
                 call(client, i)
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 with lock:
                     failures.append(exc)
 

@@ -50,10 +50,10 @@ def test_token_is_required_on_every_rpc_and_never_printed(model_dir):
         wrong_last_byte = TOKEN[:-1] + chr(ord(TOKEN[-1]) + 1)
         for metadata in ([], [("authorization", "Bearer nope")], [("authorization", f"Bearer {wrong_last_byte}")]):
             calls = {
-                "Health": lambda: proc.stub.Health(backend_pb2.HealthMessage(), metadata=metadata, timeout=30),
-                "LoadModel": lambda: proc.stub.LoadModel(
+                "Health": lambda metadata=metadata: proc.stub.Health(backend_pb2.HealthMessage(), metadata=metadata, timeout=30),
+                "LoadModel": lambda metadata=metadata: proc.stub.LoadModel(
                     backend_pb2.ModelOptions(Model="a", ModelPath=str(model_dir)), metadata=metadata, timeout=30),
-                "Embedding": lambda: proc.stub.Embedding(
+                "Embedding": lambda metadata=metadata: proc.stub.Embedding(
                     backend_pb2.PredictOptions(Embeddings="x"), metadata=metadata, timeout=30),
             }
             for name, call in calls.items():

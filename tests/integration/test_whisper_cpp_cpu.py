@@ -44,7 +44,7 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def speech() -> np.ndarray:
     """1 s silence, 3 s of a synthetic voice, 1.5 s silence (16 kHz mono float32)."""
-    z = lambda s: np.zeros(int(s * SAMPLE_RATE), np.float32)  # noqa: E731
+    z = lambda s: np.zeros(int(s * SAMPLE_RATE), np.float32)  # noqa: E731 (a one-line local helper)
     return np.concatenate([z(1.0), synthetic_voice(3.0), z(1.5)])
 
 

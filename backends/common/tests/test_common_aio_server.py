@@ -136,7 +136,7 @@ def test_undecodable_requests_answer_invalid_argument_naming_the_message_on_ever
     """Raw bytes that are not the RPC's message, sent with an identity serializer: every RPC
     with a request message (served or not) answers INVALID_ARGUMENT naming its type, not
     grpcio's UNKNOWN "Unexpected <class 'DecodeError'>"; the server keeps serving."""
-    identity = lambda b: b  # noqa: E731
+    identity = lambda b: b  # noqa: E731 (a one-line local helper)
     checked = []
     for method in backend_pb2.DESCRIPTOR.services_by_name["Backend"].methods:
         if method.client_streaming:  # never read: UNIMPLEMENTED (the registration test)
@@ -183,9 +183,9 @@ def test_token_guards_every_rpc_and_is_never_printed(tmp_path):
     try:
         for metadata in ([], [("authorization", "Bearer wrong")], [("authorization", f"Bearer {token[:-1]}y")]):
             for call in (
-                lambda: server.stub.Health(backend_pb2.HealthMessage(), metadata=metadata, timeout=30),
-                lambda: server.stub.LoadModel(backend_pb2.ModelOptions(Model="m"), metadata=metadata, timeout=30),
-                lambda: server.stub.Detect(backend_pb2.DetectOptions(), metadata=metadata, timeout=30),
+                lambda metadata=metadata: server.stub.Health(backend_pb2.HealthMessage(), metadata=metadata, timeout=30),
+                lambda metadata=metadata: server.stub.LoadModel(backend_pb2.ModelOptions(Model="m"), metadata=metadata, timeout=30),
+                lambda metadata=metadata: server.stub.Detect(backend_pb2.DetectOptions(), metadata=metadata, timeout=30),
             ):
                 with pytest.raises(grpc.RpcError) as info:
                     call()

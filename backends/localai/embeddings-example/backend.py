@@ -7,21 +7,19 @@ It follows the shape of LocalAI's backend/python/<name>/backend.py on purpose, s
 `grpc_auth`, a `grpc.server` with a servicer class, and `serve()` on `--addr`.
 It embeds and reranks with sentence-transformers.
 """
-from concurrent import futures
-
 import argparse
 import os
 import signal
 import sys
 import time
+from concurrent import futures
 
 import backend_pb2
 import backend_pb2_grpc
-
 import grpc
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "common"))
-from grpc_auth import get_auth_interceptors  # noqa: E402
+from grpc_auth import get_auth_interceptors  # noqa: E402 (after the sys.path setup above)
 
 MAX_WORKERS = int(os.environ.get("PYTHON_GRPC_MAX_WORKERS", "1"))
 

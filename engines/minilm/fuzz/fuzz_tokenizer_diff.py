@@ -14,8 +14,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))  # the repo root
-from corpus import POOLS  # noqa: E402
-from engines.minilm.binding import Library  # noqa: E402
+from corpus import POOLS  # noqa: E402 (after the sys.path setup above)
+
+from engines.minilm.binding import Library  # noqa: E402 (after the sys.path setup above)
 
 
 def random_text(rng: random.Random) -> str:

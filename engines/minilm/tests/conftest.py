@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest  # pants: no-infer-dep (provided by the pytest runner)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from minilm_ctypes import LEVELS, Lib, library_path, supported  # noqa: E402  # pants: no-infer-dep
+from minilm_ctypes import LEVELS, Lib, library_path, supported  # noqa: E402 (after the sys.path setup above)  # pants: no-infer-dep
 
 HERE = Path(__file__).resolve().parent
 QUANTS = ("f32", "f16", "q8_0")

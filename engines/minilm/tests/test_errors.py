@@ -1,7 +1,6 @@
 """Bad inputs through the C ABI give error codes, never a crash."""
 from __future__ import annotations
 
-import shutil
 import struct
 
 import pytest
@@ -77,7 +76,10 @@ def test_other_architecture(lib, gguf_models, tmp_path):
     w = gguf.GGUFWriter(str(p), "llama")
     w.add_block_count(1)
     w.add_tensor("token_embd.weight", np.zeros((8, 4), np.float32))
-    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     assert load_error(lib, p) == CODE["MINILM_ERR_WRONG_ARCH"]
 
 
@@ -96,7 +98,10 @@ def test_bert_with_wrong_shapes(lib, tmp_path):
     for key, i in (("cls", 2), ("seperator", 3), ("unknown", 1), ("padding", 0)):
         w.add_uint32(f"tokenizer.ggml.{key}_token_id", i)
     w.add_tensor("token_embd.weight", np.zeros((5, 7), np.float32))  # wrong width
-    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     assert load_error(lib, p) == CODE["MINILM_ERR_WRONG_ARCH"]
 
 

@@ -27,13 +27,15 @@ def build(workdir: Path, zig_cache: Path, path_env: str) -> tuple[bytes, str]:
     shutil.copytree(ENGINE, src, ignore=shutil.ignore_patterns("tests", "*.py", "BUILD"))
     shutil.copytree(ENGINE / "tests", src / "tests", ignore=shutil.ignore_patterns("*.py"))
     env = {"PATH": path_env, "HOME": str(workdir), "ZIG_GLOBAL_CACHE_DIR": str(zig_cache)}
-    run = lambda *a, cwd: subprocess.run([sys.executable, str(DRIVER), *a], cwd=cwd, env=env, check=True,
-                                         capture_output=True, text=True, timeout=1500)
+    def run(*a, cwd):
+        return subprocess.run([sys.executable, str(DRIVER), *a], cwd=cwd, env=env, check=True, capture_output=True, text=True, timeout=1500)
+
     (workdir / "g").mkdir()
     level = ("--cpu-levels", str(CPU_LEVELS), "--cpu-level", "fallback")
     run("ggml", "--sdist", str(SDIST), *level, "--out", "ggml-out", cwd=workdir / "g")
     (workdir / "e").mkdir()
-    run("engine", "--src", str(src), "--ggml", str(workdir / "g" / "ggml-out"), *level, "--out", "out", "--artifact", "libminilm.so", "--artifact", "minilm_tests", cwd=workdir / "e")
+    artifacts = ("--artifact", "libminilm.so", "--artifact", "minilm_tests")
+    run("engine", "--src", str(src), "--ggml", str(workdir / "g" / "ggml-out"), *level, "--out", "out", *artifacts, cwd=workdir / "e")
     lib = (workdir / "e" / "out" / "libminilm.so").read_bytes()
     return lib, hashlib.sha256(lib).hexdigest()
 

@@ -132,7 +132,7 @@ class StatusDoc:
 
 
 def render(rows: list[StatusRow]) -> str:
-    yes = lambda b: "yes" if b else "no"  # noqa: E731
+    yes = lambda b: "yes" if b else "no"  # noqa: E731 (a one-line local helper)
     lines = [
         f"| {r.backend} | {r.accelerator} | {yes(r.declared)} | {yes(r.locked)} | {yes(r.packaged)} | "
         f"{yes(r.served)} | {yes(r.offline_only)} | {', '.join(r.rpcs) or '-'} | {r.note} |"

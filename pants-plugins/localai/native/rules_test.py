@@ -165,7 +165,7 @@ def test_localai_engine_macro_declares_levels_cpptests_and_fuzz(rule_runner):
                            'test_binary="x_tests")',
     })
     rule_runner.set_options(["--build-file-prelude-globs=prelude.py"])
-    get = lambda name: rule_runner.get_target(Address("engines/x", target_name=name))  # noqa: E731
+    get = lambda name: rule_runner.get_target(Address("engines/x", target_name=name))  # noqa: E731 (a one-line local helper)
     for level in CPU_LEVELS:
         t = get(level)
         assert (t[CpuLevelField].value, t[IncludeTestBinaryField].value, t[SanitizerCoverageField].value) == (
