@@ -172,3 +172,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+
+# bench edit 1796161077562273289
