@@ -8,7 +8,8 @@ set -euo pipefail
 backend="${1:-transformers}"
 cd "$(dirname "$0")/.."
 source="backends/${backend}/backend.py"
-cp "$source" "$source.bench-orig"
-trap 'mv "$source.bench-orig" "$source"' EXIT
+orig="$(mktemp)"  # outside the repo: a new file under backends/ would itself invalidate the BUILD globs
+cp -p "$source" "$orig"
+trap 'cat "$orig" > "$source"; rm -f "$orig"' EXIT
 printf '\n# bench edit %s\n' "$(date +%s%N)" >> "$source"
 ./pants package "backends/${backend}:cpu" >/dev/null 2>&1
