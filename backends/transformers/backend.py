@@ -172,5 +172,3 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
-
-# bench edit 1796161077562273289
