@@ -1,12 +1,16 @@
-"""The OCI image of a backend folder, built by a cached process (layout.py, standard library).
+"""The OCI image of a backend folder, built from cached steps (layout.py, standard library).
 
 `pants package backends/<name>:<accel>` writes it next to the folder:
   dist/images/<name>/<accel>/layout/         OCI image layout (what `pants publish` pushes)
   dist/images/<name>/<accel>/image.oci.tar   the same as one tarball, for LocalAI's ocifile://
   dist/images/<name>/<accel>/image.json      manifest digest, layers (digest, size, diff_id)
 
-The image is a process, not rule code, so its output lands in Pants' local and remote caches
-like the PEX: a warm build does not re-gzip a 200 MB layer.
+One process per layer, its input only that layer's files: each big file (a wheel under
+backend.pex/.deps/) is tarred and hashed by a process keyed by that file's digest, so after an
+edit of the backend's own code only the small-files layer is written again and the wheel layers
+come from Pants' cache (local or remote) like any other process output. Then one process writes
+the config, the manifest and the tarball from the layers' descriptors. The bytes are those of
+layout.py's one-shot `main` (oci/layout_test.py checks that the two agree).
 """
 from __future__ import annotations
 
@@ -15,11 +19,26 @@ from dataclasses import dataclass
 
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex_environment import PythonExecutable
-from pants.engine.fs import AddPrefix, CreateDigest, Digest, DigestContents, DigestSubset, MergeDigests, PathGlobs, RemovePrefix
+from pants.engine.fs import (
+    AddPrefix,
+    CreateDigest,
+    Digest,
+    DigestContents,
+    DigestEntries,
+    DigestSubset,
+    FileContent,
+    FileEntry,
+    MergeDigests,
+    PathGlobs,
+    RemovePrefix,
+    SymlinkEntry,
+)
 from pants.engine.process import Process, ProcessResult
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
+from localai.errors import LocalAIError
+from localai.oci.layout import OWN_LAYER_BYTES, group_paths, layer_label
 from localai.scripts import script_file
 
 SCRIPT = "layout.py"  # oci/layout.py, run as a process
@@ -27,6 +46,7 @@ IMAGES_DIR = "images"  # under dist/
 IMAGE_JSON = "image.json"
 IMAGE_TARBALL = "image.oci.tar"
 LAYOUT_DIR = "layout"
+BLOB_LINK_PREFIX = "blob-"  # blob-<hex>/<hex> in the image step's sandbox (layout.image_main)
 
 
 def image_dir(backend: str, accelerator: str) -> str:
@@ -51,30 +71,97 @@ class BackendImage:
     summary: str  # image.json
 
 
+class ImageFolderError(LocalAIError):
+    pass
+
+
+@dataclass(frozen=True)
+class ImageLayerRequest:
+    files: Digest  # the layer's files at their image paths
+    created_by: str
+    interpreter_constraints: InterpreterConstraints
+
+
+@dataclass(frozen=True)
+class ImageLayer:
+    blob: Digest  # the blob file, named <hex>, at the digest root
+    hexdigest: str
+    descriptor: str  # layer.json: media type, digest, size, diff_id, created_by
+
+
+@rule(desc="Build an OCI image layer", level=LogLevel.DEBUG)
+async def build_image_layer(request: ImageLayerRequest) -> ImageLayer:
+    python, script = await MultiGet(
+        Get(PythonExecutable, InterpreterConstraints, request.interpreter_constraints),
+        Get(Digest, CreateDigest([script_file("localai.oci", SCRIPT)])),
+    )
+    files = await Get(Digest, AddPrefix(request.files, "folder"))
+    result = await Get(
+        ProcessResult,
+        Process(
+            argv=[python.path, SCRIPT, "layer", "folder", "out", f"--created-by={request.created_by}"],
+            input_digest=await Get(Digest, MergeDigests([files, script])),
+            output_directories=("out",),
+            description=f"OCI layer ({request.created_by})",
+            level=LogLevel.DEBUG,
+        ),
+    )
+    out = await Get(Digest, RemovePrefix(result.output_digest, "out"))
+    blob, descriptor = await MultiGet(
+        Get(Digest, DigestSubset(out, PathGlobs(["blobs/sha256/*"]))), Get(DigestContents, DigestSubset(out, PathGlobs(["layer.json"])))
+    )
+    text = descriptor[0].content.decode()
+    return ImageLayer(await Get(Digest, RemovePrefix(blob, "blobs/sha256")), json.loads(text)["digest"].split(":")[1], text)
+
+
 @rule(desc="Build a backend's OCI image", level=LogLevel.DEBUG)
 async def build_backend_image(request: BackendImageRequest) -> BackendImage:
-    python = await Get(PythonExecutable, InterpreterConstraints, request.interpreter_constraints)
-    folder, script = await Get(Digest, AddPrefix(request.folder, "folder")), await Get(
-        Digest, CreateDigest([script_file("localai.oci", SCRIPT)])
+    entries = await Get(DigestEntries, Digest, request.folder)
+    links = [e.path for e in entries if isinstance(e, SymlinkEntry)]
+    if links:
+        raise ImageFolderError(
+            f"{request.ref_name}: {', '.join(links)} are symlinks, which a backend image does not carry. Fix: copy the file instead."
+        )
+    files = {e.path: e for e in entries if isinstance(e, FileEntry)}
+    if "run.sh" not in files or not files["run.sh"].is_executable:
+        raise ImageFolderError(
+            f"{request.ref_name}: no executable run.sh at the folder root; LocalAI refuses such an image. Fix: package it with its run.sh."
+        )
+    # Grouped from the entries' sizes (no file read); each group's files are their own digest, so
+    # a layer's process key is exactly its files.
+    groups = group_paths({p: e.file_digest.serialized_bytes_length for p, e in files.items()}, OWN_LAYER_BYTES, request.own_layer_dirs)
+    layer_files = await MultiGet(Get(Digest, CreateDigest([files[p] for p in group])) for group in groups)
+    layers = await MultiGet(
+        Get(ImageLayer, ImageLayerRequest(d, layer_label(g, request.own_layer_dirs), request.interpreter_constraints))
+        for d, g in zip(layer_files, groups)
     )
-    argv = [python.path, SCRIPT, "folder", "out", f"--ref-name={request.ref_name}"]
+    python, script = await MultiGet(
+        Get(PythonExecutable, InterpreterConstraints, request.interpreter_constraints),
+        Get(Digest, CreateDigest([script_file("localai.oci", SCRIPT)])),
+    )
+    descriptors = "[" + ",".join(layer.descriptor for layer in layers) + "]"
+    inputs = await Get(Digest, MergeDigests([script, await Get(Digest, CreateDigest([FileContent("layers.json", descriptors.encode())]))]))
+    argv = [python.path, SCRIPT, "image", "layers.json", ".", "out", f"--ref-name={request.ref_name}"]
     argv += [f"--annotation={k}={v}" for k, v in request.annotations]
-    argv += [f"--own-layer-dir={d}" for d in request.own_layer_dirs]
     result = await Get(
         ProcessResult,
         Process(
             argv=argv,
-            input_digest=await Get(Digest, MergeDigests([folder, script])),
+            input_digest=inputs,
+            # Linked, not copied, into the sandbox, one link per layer blob: the wheel layers are
+            # hundreds of MB, and a blob's link stays valid from one build to the next.
+            immutable_input_digests={f"{BLOB_LINK_PREFIX}{layer.hexdigest}": layer.blob for layer in layers},
             output_directories=("out",),
             description=f"OCI image {request.ref_name}",
             level=LogLevel.DEBUG,
         ),
     )
     out = await Get(Digest, RemovePrefix(result.output_digest, "out"))
+    layout_blobs = await Get(Digest, AddPrefix(await Get(Digest, MergeDigests(layer.blob for layer in layers)), f"{LAYOUT_DIR}/blobs/sha256"))
     summary = await Get(DigestContents, DigestSubset(out, PathGlobs([IMAGE_JSON])))
     text = summary[0].content.decode()
     return BackendImage(
-        await Get(Digest, AddPrefix(out, image_dir(request.backend, request.accelerator))),
+        await Get(Digest, AddPrefix(await Get(Digest, MergeDigests([out, layout_blobs])), image_dir(request.backend, request.accelerator))),
         json.loads(text)["manifest_digest"],
         text,
     )

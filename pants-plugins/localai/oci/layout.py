@@ -95,21 +95,40 @@ def _tarinfo(name: str, path: Path) -> tarfile.TarInfo:
     return info
 
 
-def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = ()) -> list[list[str]]:
-    """Relative paths per layer: each of `own_layer_dirs` whole (e.g. python/, the portable
-    interpreter, identical in every image), then each other big file alone (sorted by path),
-    then the rest together."""
+def _files(folder: Path) -> list[str]:
+    """Every file under `folder`, relative and sorted; refuses symlinks."""
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink())
     for f in files:
         if (folder / f).is_symlink():
             raise ValueError(f"{folder / f}: symlinks are not supported in a backend image (copy the file)")
+    return files
+
+
+def group_paths(sizes: dict[str, int], own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = ()) -> list[list[str]]:
+    """Relative paths per layer, from each file's size: each of `own_layer_dirs` whole (e.g.
+    python/, the portable interpreter, identical in every image), then each other big file alone
+    (sorted by path), then the rest together. Pure, so the Pants rule groups from the digest's
+    entries without reading a file (image.py) and this script groups the same way."""
+    files = sorted(sizes)
     dirs = [[f for f in files if f.startswith(d.rstrip("/") + "/")] for d in own_layer_dirs]
     dirs = [group for group in dirs if group]
     in_dirs = {f for group in dirs for f in group}
     rest = [f for f in files if f not in in_dirs]
-    big = [f for f in rest if (folder / f).stat().st_size >= own_layer_bytes]
+    big = [f for f in rest if sizes[f] >= own_layer_bytes]
     small = [f for f in rest if f not in big]
     return dirs + [[f] for f in big] + ([small] if small else [])
+
+
+def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = ()) -> list[list[str]]:
+    """group_paths of the files on disk."""
+    return group_paths({f: (folder / f).stat().st_size for f in _files(folder)}, own_layer_bytes, own_layer_dirs)
+
+
+def layer_label(group: list[str], own_layer_dirs: tuple[str, ...] = ()) -> str:
+    """The layer's line in the config's history."""
+    own_dir = next((d for d in own_layer_dirs if group[0].startswith(d.rstrip("/") + "/")), None)
+    what = f"{own_dir.rstrip('/')}/" if own_dir else group[0] if len(group) == 1 else "small files"
+    return "localai-build: " + what
 
 
 def _parents(paths: list[str]) -> list[str]:
@@ -184,6 +203,22 @@ def _json_blob(blobs: Path, media_type: str, obj: dict) -> Blob:
     return Blob(media_type, digest, len(data))
 
 
+@dataclass(frozen=True)
+class Layer:
+    """A layer blob already written, as the image's manifest and config name it."""
+
+    blob: Blob
+    diff_id: str
+    created_by: str
+
+    def to_json(self) -> dict:
+        return {"media_type": self.blob.media_type, "digest": self.blob.digest, "size": self.blob.size, "diff_id": self.diff_id, "created_by": self.created_by}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Layer":
+        return cls(Blob(d["media_type"], d["digest"], d["size"]), d["diff_id"], d["created_by"])
+
+
 def write_layout(
     folder: Path,
     out: Path,
@@ -194,18 +229,26 @@ def write_layout(
     own_layer_dirs: tuple[str, ...] = (),
 ) -> Image:
     """The OCI image layout of `folder` in `out` (created empty)."""
-    if not (folder / "run.sh").is_file() or not (folder / "run.sh").stat().st_mode & 0o111:
-        raise ValueError(f"{folder}: no executable run.sh at the folder root; LocalAI refuses such an image")
+    check_run_sh(folder)
     blobs = out / "blobs" / "sha256"
     blobs.mkdir(parents=True)
-    layers, diff_ids, history = [], [], []
+    layers = []
     for group in layer_groups(folder, own_layer_bytes, own_layer_dirs):
         blob, diff_id = write_layer(folder, group, blobs)
-        layers.append(blob)
-        diff_ids.append(diff_id)
-        own_dir = next((d for d in own_layer_dirs if group[0].startswith(d.rstrip("/") + "/")), None)
-        what = f"{own_dir.rstrip('/')}/" if own_dir else group[0] if len(group) == 1 else "small files"
-        history.append({"created_by": "localai-build: " + what})
+        layers.append(Layer(blob, diff_id, layer_label(group, own_layer_dirs)))
+    return write_image_files(out, layers, ref_name=ref_name, annotations=annotations)
+
+
+def check_run_sh(folder: Path) -> None:
+    if not (folder / "run.sh").is_file() or not (folder / "run.sh").stat().st_mode & 0o111:
+        raise ValueError(f"{folder}: no executable run.sh at the folder root; LocalAI refuses such an image")
+
+
+def write_image_files(out: Path, layers: list[Layer], *, ref_name: str, annotations: dict[str, str]) -> Image:
+    """Config, manifest, oci-layout, index.json and the `docker save` manifest.json of an image
+    whose layer blobs are written already (in out/blobs/sha256/, or elsewhere: image.py's steps)."""
+    blobs = out / "blobs" / "sha256"
+    blobs.mkdir(parents=True, exist_ok=True)
     config = _json_blob(
         blobs,
         MEDIA_CONFIG,
@@ -213,8 +256,8 @@ def write_layout(
             "architecture": "amd64",
             "os": "linux",
             "config": {"Entrypoint": ["/run.sh"], "Labels": dict(sorted(annotations.items()))},
-            "rootfs": {"type": "layers", "diff_ids": diff_ids},
-            "history": history,
+            "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
+            "history": [{"created_by": layer.created_by} for layer in layers],
         },
     )
     manifest = _json_blob(
@@ -224,7 +267,7 @@ def write_layout(
             "schemaVersion": 2,
             "mediaType": MEDIA_MANIFEST,
             "config": config.descriptor(),
-            "layers": [b.descriptor() for b in layers],
+            "layers": [layer.blob.descriptor() for layer in layers],
             "annotations": dict(sorted(annotations.items())),
         },
     )
@@ -240,24 +283,28 @@ def write_layout(
         {
             "Config": f"blobs/sha256/{config.digest.split(':')[1]}",
             "RepoTags": [ref_name] if ":" in ref_name else [],
-            "Layers": [f"blobs/sha256/{b.digest.split(':')[1]}" for b in layers],
+            "Layers": [f"blobs/sha256/{layer.blob.digest.split(':')[1]}" for layer in layers],
         }
     ]
     (out / "manifest.json").write_text(json.dumps(docker, sort_keys=True, separators=(",", ":")))
-    return Image(manifest, config, tuple(layers), tuple(diff_ids))
+    return Image(manifest, config, tuple(layer.blob for layer in layers), tuple(layer.diff_id for layer in layers))
 
 
-def write_tarball(layout: Path, dest: Path) -> None:
-    """The layout as one uncompressed tar (entries sorted, fixed metadata): ocifile:// and oci-archive:."""
-    paths = sorted(p.relative_to(layout).as_posix() for p in layout.rglob("*"))
+def write_tarball(layout: Path, dest: Path, layer_blobs: tuple[Path, ...] = ()) -> None:
+    """The layout as one uncompressed tar (entries sorted, fixed metadata): ocifile:// and oci-archive:.
+    `layer_blobs`: blob files kept outside `layout` (image.py's per-layer steps), archived under
+    blobs/sha256/ by their file name as if they were in it."""
+    where = {p.relative_to(layout).as_posix(): p for p in layout.rglob("*")}
+    where.update({f"blobs/sha256/{blob.name}": blob for blob in layer_blobs})
     with dest.open("wb") as raw, tarfile.open(fileobj=raw, mode="w|", format=tarfile.GNU_FORMAT) as tar:
-        for p in paths:
-            info = _tarinfo(p, layout / p)
-            info.mode = 0o755 if (layout / p).is_dir() else 0o644
-            if (layout / p).is_dir():
+        for p in sorted(where):
+            path = where[p]
+            info = _tarinfo(p, path)
+            info.mode = 0o755 if path.is_dir() else 0o644
+            if path.is_dir():
                 tar.addfile(info)
             else:
-                with (layout / p).open("rb") as f:
+                with path.open("rb") as f:
                     tar.addfile(info, f)
 
 
@@ -271,7 +318,19 @@ def read_layout(layout: Path) -> tuple[dict, str]:
     return json.loads(data), desc["digest"]
 
 
+def _summary(image: Image, ref_name: str) -> str:
+    summary = {
+        "manifest_digest": image.manifest.digest,
+        "manifest_size": image.manifest.size,
+        "config_digest": image.config.digest,
+        "layers": [{"digest": b.digest, "size": b.size, "diff_id": d} for b, d in zip(image.layers, image.diff_ids)],
+        "ref_name": ref_name,
+    }
+    return json.dumps(summary, indent=2, sort_keys=True) + "\n"
+
+
 def main(argv: list[str]) -> int:
+    """The whole image of a folder in one go: <out>/layout/, <out>/image.oci.tar, <out>/image.json."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="the backend folder (run.sh at its root)")
     parser.add_argument("out", type=Path, help="writes <out>/layout/, <out>/image.oci.tar, <out>/image.json")
@@ -293,17 +352,47 @@ def main(argv: list[str]) -> int:
         own_layer_dirs=tuple(args.own_layer_dir),
     )
     write_tarball(layout, args.out / "image.oci.tar")
-    summary = {
-        "manifest_digest": image.manifest.digest,
-        "manifest_size": image.manifest.size,
-        "config_digest": image.config.digest,
-        "layers": [{"digest": b.digest, "size": b.size, "diff_id": d} for b, d in zip(image.layers, image.diff_ids)],
-        "ref_name": args.ref_name,
-    }
-    (args.out / "image.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    (args.out / "image.json").write_text(_summary(image, args.ref_name))
     print(image.manifest.digest)
     return 0
 
 
+def layer_main(argv: list[str]) -> int:
+    """One layer of every file under a folder (image.py's per-layer step, cached by those files'
+    digests): <out>/blobs/sha256/<hex> and <out>/layer.json (its descriptor, diff_id, history line)."""
+    parser = argparse.ArgumentParser(description=layer_main.__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="the layer's files, at their image paths")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--created-by", required=True, help="the layer's line in the config's history")
+    args = parser.parse_args(argv)
+    blobs = args.out / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+    blob, diff_id = write_layer(args.folder, _files(args.folder), blobs)
+    (args.out / "layer.json").write_text(json.dumps(Layer(blob, diff_id, args.created_by).to_json(), sort_keys=True))
+    return 0
+
+
+def image_main(argv: list[str]) -> int:
+    """The image from layers written by layer_main: the small files of <out>/layout/ (config,
+    manifest, index.json, oci-layout, manifest.json), <out>/image.oci.tar and <out>/image.json."""
+    parser = argparse.ArgumentParser(description=image_main.__doc__.splitlines()[0])
+    parser.add_argument("layers", type=Path, help="JSON list of layer_main's layer.json, in layer order")
+    parser.add_argument("blobs", type=Path, help="a folder holding blob-<hex>/<hex> for each layer blob")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--ref-name", required=True)
+    parser.add_argument("--annotation", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    layers = [Layer.from_json(d) for d in json.loads(args.layers.read_text())]
+    layout = args.out / "layout"
+    image = write_image_files(layout, layers, ref_name=args.ref_name, annotations=dict(a.split("=", 1) for a in args.annotation))
+    hexes = [layer.blob.digest.split(":")[1] for layer in layers]
+    write_tarball(layout, args.out / "image.oci.tar", tuple(args.blobs / f"blob-{h}" / h for h in dict.fromkeys(hexes)))
+    (args.out / "image.json").write_text(_summary(image, args.ref_name))
+    return 0
+
+
+COMMANDS = {"layer": layer_main, "image": image_main}
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    command = COMMANDS.get(sys.argv[1]) if len(sys.argv) > 1 else None
+    sys.exit(command(sys.argv[2:]) if command else main(sys.argv[1:]))

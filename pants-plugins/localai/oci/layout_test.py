@@ -5,12 +5,13 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from localai.oci.layout import main, read_layout, write_layout
+from localai.oci.layout import image_main, layer_groups, layer_label, layer_main, main, read_layout, write_layout
 
 
 def _folder(root: Path, *, small: str = "small " * 100, big: bytes = b"B" * 4096, mtime: int = 1_700_000_000, mode: int = 0o644) -> Path:
@@ -145,3 +146,45 @@ def test_a_wheel_of_a_packed_pex_is_the_same_layer_in_every_image_that_carries_i
     manifest, _ = read_layout(tmp_path / "a-out/layout")
     assert manifest["layers"][0]["mediaType"] == "application/vnd.oci.image.layer.v1.tar"  # noise: gzip saves nothing
     assert a["layers"][1] != b["layers"][1]
+
+
+def _stepwise(folder: Path, out: Path, own_layer_dirs: tuple[str, ...] = ()) -> None:
+    """What oci/image.py runs: one `layer` process per group (its input only that group's files,
+    at their paths; executability as Pants materializes it), then one `image` process."""
+    groups = layer_groups(folder, 1024, own_layer_dirs)
+    descriptors = []
+    for i, group in enumerate(groups):
+        sandbox = out.parent / f"{out.name}-layer{i}"
+        for p in group:
+            (sandbox / "folder" / p).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(folder / p, sandbox / "folder" / p)
+            (sandbox / "folder" / p).chmod(0o755 if os.access(folder / p, os.X_OK) else 0o644)
+        assert layer_main([str(sandbox / "folder"), str(sandbox / "out"), f"--created-by={layer_label(group, own_layer_dirs)}"]) == 0
+        descriptors.append(json.loads((sandbox / "out/layer.json").read_text()))
+        (blob,) = (sandbox / "out/blobs/sha256").iterdir()
+        (out.parent / f"{out.name}-blobs" / f"blob-{blob.name}").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(blob, out.parent / f"{out.name}-blobs" / f"blob-{blob.name}" / blob.name)
+    (out.parent / f"{out.name}-layers.json").write_text(json.dumps(descriptors))
+    args = [str(out.parent / f"{out.name}-layers.json"), str(out.parent / f"{out.name}-blobs"), str(out), "--ref-name=cpu-x", "--annotation=k=v"]
+    assert image_main(args) == 0
+
+
+def test_layer_by_layer_steps_give_the_bytes_of_the_one_shot_image(tmp_path: Path) -> None:
+    """image.py builds the image from cached per-layer processes: the same manifest, tarball and
+    image.json as layout.py's one-shot main, for big files, an own-layer dir and small files."""
+    folder = _folder(tmp_path / "f")
+    (folder / "python/bin").mkdir(parents=True)
+    (folder / "python/bin/python3").write_bytes(b"\x7fELF" + b"p" * 3000)
+    (folder / "python/bin/python3").chmod(0o755)
+    (folder / "backend.pex").unlink()
+    (folder / "backend.pex/.deps").mkdir(parents=True)
+    (folder / "backend.pex/.deps/a.whl").write_bytes(b"".join(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(100)))
+    (folder / "backend.pex/.deps/b.whl").write_bytes(b"b" * 5000)
+    (folder / "backend.pex/__main__.py").write_text("print(1)\n")
+    whole = tmp_path / "whole"
+    assert main([str(folder), str(whole), "--ref-name=cpu-x", "--annotation=k=v", "--own-layer-bytes=1024", "--own-layer-dir=python"]) == 0
+    steps = tmp_path / "steps"
+    _stepwise(folder, steps, ("python",))
+    assert len(json.loads((whole / "image.json").read_text())["layers"]) == 4  # python/, a.whl, b.whl, small files
+    assert (steps / "image.json").read_text() == (whole / "image.json").read_text()
+    assert (steps / "image.oci.tar").read_bytes() == (whole / "image.oci.tar").read_bytes()

@@ -11,7 +11,8 @@ An imported LocalAI folder (`layout="localai"`), laid out as its backend.py expe
                                                                  sys.path insert of <its dir>/../common
     backend_pb2.py, backend_pb2_grpc.py                          top level, as `import backend_pb2` expects
 
-The stubs are compiled from backends/proto with the variant's own grpcio-tools. The folder is
+The stubs are compiled from backends/proto with the variant's own grpcio-tools (once per
+grpcio-tools version: proto.py). The folder is
 `localai_backend`, not the backend's name: LocalAI's rerankers backend imports the PyPI package
 `rerankers`, which a folder of that name would shadow.
 """
@@ -45,7 +46,7 @@ from localai.model.records import BUILD_RECORD
 from localai.model.variant import Variant
 from localai.native.model_conversion import ConvertedModelFieldSet
 from localai.native.rules import NATIVE_TOOLCHAIN_LOCK, NativeEngineFieldSet
-from localai.package.proto import CompiledProto, CompileProtoRequest
+from localai.package.proto import CompiledProto, CompileProtoRequest, GrpcToolsPin, GrpcToolsPinRequest
 from localai.package.sbom import engine_components
 from localai.target_types import LOCALAI_LAYOUT, LocalAISourcesField, ProtoSourcesField
 
@@ -142,8 +143,10 @@ async def _localai_folder(request: BackendSourcesRequest, py: SourceFiles, proto
     (proto_path,) = protos.snapshot.files
     # Compiled at the top level: `import backend_pb2`, and backend_pb2_grpc imports it as such.
     top_level_proto = await Get(Digest, RemovePrefix(protos.snapshot.digest, str(PurePath(proto_path).parent)))
+    pin = await Get(GrpcToolsPin, GrpcToolsPinRequest(variant.resolve))
     compiled = await Get(
-        CompiledProto, CompileProtoRequest(variant.resolve, request.resolve_ics, top_level_proto, (PurePath(proto_path).name,))
+        CompiledProto,
+        CompileProtoRequest(pin.requirement, request.resolve_ics, top_level_proto, (PurePath(proto_path).name,), resolve=variant.resolve),
     )
     parts = [await _moved(py.snapshot.digest, own, own_dir, BACKEND_PACKAGE), compiled.digest]
     if common:
@@ -153,8 +156,10 @@ async def _localai_folder(request: BackendSourcesRequest, py: SourceFiles, proto
 
 async def _own_backend(request: BackendSourcesRequest, py: SourceFiles, protos: SourceFiles) -> list[Digest]:
     variant = request.variant
+    pin = await Get(GrpcToolsPin, GrpcToolsPinRequest(variant.resolve))
     compiled = await Get(
-        CompiledProto, CompileProtoRequest(variant.resolve, request.resolve_ics, protos.snapshot.digest, protos.snapshot.files)
+        CompiledProto,
+        CompileProtoRequest(pin.requirement, request.resolve_ics, protos.snapshot.digest, protos.snapshot.files, resolve=variant.resolve),
     )
     own_prefix = variant.directory + "/"
     own = [f for f in py.snapshot.files if f.startswith(own_prefix)]
