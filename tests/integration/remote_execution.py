@@ -54,6 +54,8 @@ class WorkerProcess:
 
 class Cluster:
     def __init__(self, data: Path, workers: int = 2, client_paths: tuple[str, ...] = ()):
+        self.data = data
+        self.client_paths = client_paths
         self.postgres = PostgresServer()
         try:
             self.server = BuildGridServer(data / "buildgrid", EXECUTION_CONFIG, sql=self.postgres.connection_string)
@@ -64,6 +66,13 @@ class Cluster:
             WorkerProcess(self.server, data / f"worker-{i + 1}", f"worker-{i + 1}", client_paths) for i in range(workers)
         ]
 
+    def add_worker(self) -> WorkerProcess:
+        """A replacement, as a fleet would start one: the build keeps its parallelism after a kill."""
+        n = len(self.workers) + 1
+        w = WorkerProcess(self.server, self.data / f"worker-{n}", f"worker-{n}", self.client_paths)
+        self.workers.append(w)
+        return w
+
     @property
     def address(self) -> str:
         return self.server.address
@@ -73,8 +82,8 @@ class Cluster:
 
     def kill_mid_action(self, after_actions: int, min_seconds: float, until, spare=lambda argv: False):
         """Once `after_actions` actions have finished, SIGKILLs the first worker that has been running
-        one action for `min_seconds` (unless `spare(argv)`); returns that worker and action, or None
-        if `until()` came first."""
+        one action for `min_seconds` (unless `spare(argv)`) and starts a replacement; returns the
+        killed worker and its action, or None if `until()` came first."""
         seen: dict[str, tuple[str, float]] = {}
         while not until():
             if len(self.actions()) >= after_actions:
@@ -88,6 +97,7 @@ class Cluster:
                         seen[w.name] = (current["lease"], time.monotonic())
                     elif time.monotonic() - since >= min_seconds:
                         w.kill()
+                        self.add_worker()
                         return w, current
             time.sleep(0.2)
         return None

@@ -4,10 +4,10 @@ BuildGrid 0.9.1 (execution.yml, PostgreSQL scheduler) and two test workers (reap
 each with its own working root) start; a clone with an empty local store and empty named caches
 packages the targets with pants.remote.toml while, beside it, another clone with its own empty
 store packages them locally as the reference. Mid-build one worker is SIGKILLed while it runs
-an action. The test checks that Pants executed nothing locally, that every process Pants sent is
-one the workers ran (by action digest), that the killed action was finished by the other worker
-(and it reports whether BuildGrid re-queued the lease or Pants re-sent the action), and that
-the artifacts are byte-identical to the local build.
+an action, and a replacement starts. The test checks that Pants executed nothing locally, that
+every process Pants sent is one the workers ran (by action digest), that the killed action was
+finished by another worker (and it reports whether BuildGrid re-queued the lease or Pants
+re-sent the action), and that the artifacts are byte-identical to the local build.
 
 What it does not prove: the workers share this machine, its filesystem and its network with the
 client. An action that reads a client path (the wheelhouse under ~/.cache, the Pants venv's
@@ -132,15 +132,16 @@ def test_remote_execution_on_buildgrid_workers(tmp_path) -> None:
     by_digest = collections.Counter(a["action"] for a in ran)
     assert len(by_digest) == s["remote_execution_requests"], (len(by_digest), s)
     per_worker = collections.Counter(a["worker"] for a in ran)
-    assert len(per_worker) == 2, per_worker
+    assert len(per_worker) >= 2, per_worker
 
-    # The killed worker's action was finished by the other worker. Who brought it back is reported:
+    # The killed worker's action was finished by another worker (the survivor or the replacement the
+    # cluster starts, so the build keeps two workers). Who brought it back is reported:
     # BuildGrid re-queues a lease whose bot session expired; Pants re-sends an Execute whose stream
     # broke (then remote_execution_rpc_execute exceeds remote_execution_requests).
     assert killed is not None, "no worker was seen running an action for 3 s after 8 actions"
     dead, action = killed
     rerun = [a for a in ran if a["action"] == action["action"]]
-    assert rerun and {a["worker"] for a in rerun} == {w.name for w in cluster.workers if w is not dead}, rerun
+    assert rerun and dead.name not in {a["worker"] for a in rerun}, rerun
     pants_resent = s["remote_execution_rpc_execute"] - s["remote_execution_requests"]
 
     # Byte-identical artifacts.
