@@ -7,7 +7,7 @@ image and its push), upstream/ (LocalAI's own folders), goals/ (generated output
 from localai import target_types as localai_target_types
 from localai.goals import bundle, ci_matrix, claims, export, gallery, resolves, status
 from localai.lint import audit
-from localai.model import accelerators, lockfile, requirements, variant
+from localai.model import accelerators, lockfile, requirements, variant, wheelhouse
 from localai.oci import image, publish
 from localai.package import backend, portable_python, proto, sources
 from localai.upstream import importer, layout, proto_diff
@@ -21,6 +21,7 @@ def rules():
     return (
         *accelerators.rules(),
         *lockfile.rules(),
+        *wheelhouse.rules(),
         *variant.rules(),
         *requirements.rules(),
         *proto.rules(),
