@@ -47,6 +47,7 @@ from localai.package.portable_python import PortablePython, PortablePythonReques
 from localai.package.provenance import PROVENANCE_NAME
 from localai.package.records import ARTIFACT, RUN_SH, folder_records
 from localai.package.sbom import SBOM_NAME
+from localai.package.source_checkout import SourceCheckout, SourceCheckoutRequest
 from localai.package.sources import BackendSources, BackendSourcesRequest
 
 # Needed to compile backend.proto at build time, not at run time: kept out of the PEX.
@@ -147,6 +148,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
     sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
     pex = await Get(BackendPex, BackendPexRequest(variant, requirements, sources, ics))
     wheelhouse = await Get(WheelhouseUrls, WheelhouseUrlsRequest())
+    checkout = await Get(SourceCheckout, SourceCheckoutRequest())
     records = folder_records(
         variant=variant,
         version=version,
@@ -160,6 +162,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
         pex_sha256=pex_tool_sha256(pex_cli, platform),
         pants_version=str(PANTS_VERSION),
         original_urls=wheelhouse.mapping(),
+        source=checkout.material(),
     )
     folder = await Get(Digest, MergeDigests([pex.digest, await Get(Digest, CreateDigest(records)), portable.digest]))
     image = await Get(BackendImage, BackendImageRequest, image_request(variant, version, lockfile.sha256, folder, ics, portable))

@@ -67,6 +67,7 @@ def folder_records(
     pex_sha256: str,
     pants_version: str,
     original_urls: Mapping[str, str] = {},
+    source: dict | None = None,
 ) -> tuple[FileContent, ...]:
     """run.sh, the build record, the SBOM and the provenance statement that names all of them."""
     run_sh = portable.run_sh().encode()
@@ -98,6 +99,7 @@ def folder_records(
         pex_sha256=pex_sha256,
         python=variant.accelerator.python,
         pants_version=pants_version,
+        source=source,
         extra_materials=portable.materials(),
     )
     return (

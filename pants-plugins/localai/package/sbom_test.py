@@ -5,6 +5,7 @@ import json
 from localai.model.lockfile import parse
 from localai.package.provenance import PREDICATE_TYPE, STATEMENT_TYPE, provenance_statement
 from localai.package.sbom import cyclonedx_sbom, purl
+from localai.package.source_checkout import NO_CHECKOUT, SourceCheckout
 from localai.testutil import fake_lockfile
 
 LOCK = json.dumps(
@@ -100,6 +101,7 @@ def test_provenance_statement_names_subjects_and_materials() -> None:
             target="backends/rerankers:cpu", subjects={"run.sh": "aa" * 32, "backend.pex": "bb" * 32},
             lockfile="lockfiles/rerankers-cpu.lock", lockfile_sha256="11" * 32, sources_digest="22" * 32,
             pex_version="v2.1.137", pex_sha256="33" * 32, python="CPython==3.11.*", pants_version="2.17.1",
+            source=SourceCheckout("https://github.com/o/r", "ab12" * 10).material(),
         )
     )
     assert st["_type"] == STATEMENT_TYPE and st["predicateType"] == PREDICATE_TYPE
@@ -108,6 +110,14 @@ def test_provenance_statement_names_subjects_and_materials() -> None:
     assert build["externalParameters"]["command"] == "./pants package backends/rerankers:cpu"
     deps = {d["uri"]: d["digest"]["sha256"] for d in build["resolvedDependencies"]}
     assert deps["lockfiles/rerankers-cpu.lock"] == "11" * 32 and deps["pkg:pypi/pex@2.1.137"] == "33" * 32
+    source = {"uri": f"git+https://github.com/o/r@{'ab12' * 10}", "digest": {"gitCommit": "ab12" * 10}}
+    assert build["externalParameters"]["source"] == source and source in build["resolvedDependencies"]
+    assert st["predicate"]["runDetails"]["builder"]["version"] == {"pants": "2.17.1", "pex": "2.1.137"}
+
+
+def test_no_checkout_is_said_not_guessed() -> None:
+    material = SourceCheckout("", "", NO_CHECKOUT).material()
+    assert material == {"uri": "git+unknown-repository", "annotations": {"localai:source": NO_CHECKOUT}}
 
 
 def test_native_engines_list_library_source_archive_and_toolchain() -> None:
