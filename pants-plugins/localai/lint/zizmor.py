@@ -32,8 +32,11 @@ class Zizmor(PythonToolBase):
     default_main = ConsoleScript("zizmor")  # a Rust binary the wheel installs as a script
     default_requirements = ["zizmor"]
     register_interpreter_constraints = True
+    # Pants 2.17's help text names a built-in lockfile; there is none: pants.toml installs zizmor
+    # from the `lint` resolve ([zizmor].install_from_resolve), so this resource is never read.
+    default_lockfile_resource = ("localai.lint", "zizmor.lock")
 
-    include = StrListOption(default=[".github/workflows/*.yml", ".github/workflows/*.yaml"], help="Workflow files to audit.")
+    include = StrListOption("--include", default=[".github/workflows/*.yml", ".github/workflows/*.yaml"], help="Workflow files to audit.")
     args = ArgsListOption(example="--persona=auditor", passthrough=False)
     skip = SkipOption("lint")
 

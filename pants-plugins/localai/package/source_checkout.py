@@ -28,6 +28,7 @@ class SourceRepositorySubsystem(Subsystem):
     help = "The source repository that provenance statements name (with the commit git reports)."
 
     repository = StrOption(
+        "--repository",
         default="",
         help=(
             "The repository's URI as provenance names it, e.g. https://github.com/<owner>/<repo> "
