@@ -18,11 +18,10 @@ content, so the SBOM is as reproducible as the artifact.
 from __future__ import annotations
 
 import json
-import uuid
-from urllib.parse import quote
-
 import re
+import uuid
 from typing import Iterable, Mapping
+from urllib.parse import quote
 
 from localai.model.lockfile import LockedRequirement
 from localai.model.records import canonical_json
