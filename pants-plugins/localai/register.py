@@ -6,10 +6,10 @@ image and its push), upstream/ (LocalAI's own folders), goals/ (generated output
 """
 from localai import target_types as localai_target_types
 from localai.goals import bundle, ci_matrix, claims, export, gallery, resolves, status
-from localai.lint import audit
-from localai.model import accelerators, lockfile, requirements, variant
+from localai.lint import audit, zizmor
+from localai.model import accelerators, lockfile, requirements, variant, wheelhouse
 from localai.oci import image, publish
-from localai.package import backend, portable_python, proto, sources
+from localai.package import backend, portable_python, proto, source_checkout, sources
 from localai.upstream import importer, layout, proto_diff
 
 
@@ -21,6 +21,7 @@ def rules():
     return (
         *accelerators.rules(),
         *lockfile.rules(),
+        *wheelhouse.rules(),
         *variant.rules(),
         *requirements.rules(),
         *proto.rules(),
@@ -28,6 +29,7 @@ def rules():
         *image.rules(),
         *publish.rules(),
         *audit.rules(),
+        *zizmor.rules(),
         *claims.rules(),
         *status.rules(),
         *gallery.rules(),
@@ -40,4 +42,5 @@ def rules():
         *importer.rules(),
         *resolves.rules(),
         *portable_python.rules(),
+        *source_checkout.rules(),
     )

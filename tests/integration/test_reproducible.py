@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from tests.integration.portable_python_standin import debian_cpython_archive
+from tests.integration.sbom_checks import check_sbom
 from tests.integration.temp_repo import make_temp_repo, run_pants
 from tests.integration.test_remote_cache import SOURCES, TARGET
 
@@ -91,6 +92,8 @@ def test_two_clean_builds_are_identical_and_ignore_host_pip_config(tmp_path: Pat
     folder_a = tree(a / OUT)
     assert set(FOLDER_FILES) <= set(folder_a) and folder_a == tree(b / OUT)
     assert not (a / OUT / "metadata.json").exists()  # LocalAI writes its own file of that name
+    sbom = check_sbom(a / OUT)  # with the portable CPython as a component, by its archive's sha256
+    assert any(c["name"] == "cpython" and c["hashes"] for c in sbom["components"])
     python_a = tree(a / OUT / "python")
     assert "bin/python3.11" in python_a and python_a == tree(b / OUT / "python")
     image_a = json.loads((a / IMAGE / "image.json").read_text())

@@ -18,6 +18,9 @@ class BackendVariantFieldSet(PackageFieldSet):
     accelerator: AcceleratorField
 
 
+DEPS = ".deps/"
+
+
 @dataclass(frozen=True)
 class PexTree:
     """A packed PEX (a directory) as one artifact: its sha256 is that of `sha256sum`'s listing of
@@ -27,6 +30,9 @@ class PexTree:
 
     sha256: str
     size: int
+    # The distributions installed in it: pex's packed layout keeps each one as a zip named after
+    # the wheel it was installed from, `.deps/<wheel file name>`; (that name, the zip's sha256).
+    deps: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, entries, root: str) -> "PexTree":
@@ -34,4 +40,5 @@ class PexTree:
             (e.path[len(root) + 1 :], e.file_digest) for e in entries if isinstance(e, FileEntry) and e.path.startswith(root + "/")
         )
         listing = "".join(f"{d.fingerprint}  {path}\n" for path, d in files)
-        return cls(hashlib.sha256(listing.encode()).hexdigest(), sum(d.serialized_bytes_length for _, d in files))
+        deps = tuple((path[len(DEPS) :], d.fingerprint) for path, d in files if path.startswith(DEPS) and "/" not in path[len(DEPS) :])
+        return cls(hashlib.sha256(listing.encode()).hexdigest(), sum(d.serialized_bytes_length for _, d in files), deps)

@@ -9,6 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from pants.engine.fs import DigestContents, PathGlobs
 from pants.engine.rules import Get, collect_rules, rule
@@ -33,6 +34,11 @@ class LockedRequirement:
     project_name: str
     version: str
     artifacts: tuple[LockedArtifact, ...]
+    requires_dists: tuple[str, ...] = ()  # PEP 508 strings, as the lock records them
+
+    def artifact_named(self, filename: str) -> LockedArtifact | None:
+        """The artifact whose URL ends with `filename` (URLs quote it: `+` is `%2B`)."""
+        return next((a for a in self.artifacts if unquote(a.url.rsplit("/", 1)[-1]) == filename), None)
 
 
 def lockfile_json(content: bytes) -> dict[str, Any]:
@@ -43,17 +49,19 @@ def parse(content: bytes, path: str) -> tuple[LockedRequirement, ...]:
     """Every (project, version) of every locked resolve, sorted by name then version; the
     artifacts of a project locked in several resolves at one version are merged."""
     found: dict[tuple[str, str], set[LockedArtifact]] = {}
+    requires: dict[tuple[str, str], set[str]] = {}
     try:
         for resolve in lockfile_json(content)["locked_resolves"]:
             for req in resolve["locked_requirements"]:
-                arts = found.setdefault((req["project_name"], req["version"]), set())
-                arts.update(LockedArtifact(a["url"], a["algorithm"], a["hash"]) for a in req["artifacts"])
+                key = (req["project_name"], req["version"])
+                found.setdefault(key, set()).update(LockedArtifact(a["url"], a["algorithm"], a["hash"]) for a in req["artifacts"])
+                requires.setdefault(key, set()).update(req.get("requires_dists", ()))
     except (ValueError, KeyError, TypeError) as e:
         raise LockfileFormatError(
             f"{path}: not a Pants lockfile ({e!r}); regenerate it with `./pants generate-lockfiles`"
         ) from e
     return tuple(
-        LockedRequirement(name, version, tuple(sorted(arts, key=lambda a: a.url)))
+        LockedRequirement(name, version, tuple(sorted(arts, key=lambda a: a.url)), tuple(sorted(requires[(name, version)])))
         for (name, version), arts in sorted(found.items())
     )
 

@@ -40,12 +40,14 @@ from localai.model.artifact import BackendVariantFieldSet, PexTree
 from localai.model.records import BUILD_RECORD
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import BackendVariant, BackendVariantRequest, PinPolicyError, Variant
+from localai.model.wheelhouse import WheelhouseUrls, WheelhouseUrlsRequest
 from localai.oci.image import BackendImage, BackendImageRequest, image_dir
 from localai.package.portable_python import DIR as PORTABLE_PYTHON_DIR
 from localai.package.portable_python import PortablePython, PortablePythonRequest, python_version_of
 from localai.package.provenance import PROVENANCE_NAME
 from localai.package.records import ARTIFACT, RUN_SH, folder_records
 from localai.package.sbom import SBOM_NAME
+from localai.package.source_checkout import SourceCheckout, SourceCheckoutRequest
 from localai.package.sources import BackendSources, BackendSourcesRequest
 
 # Needed to compile backend.proto at build time, not at run time: kept out of the PEX.
@@ -145,6 +147,8 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
     portable = await Get(PortablePython, PortablePythonRequest(python_version_of(variant.accelerator.python)))
     sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
     pex = await Get(BackendPex, BackendPexRequest(variant, requirements, sources, ics))
+    wheelhouse = await Get(WheelhouseUrls, WheelhouseUrlsRequest())
+    checkout = await Get(SourceCheckout, SourceCheckoutRequest())
     records = folder_records(
         variant=variant,
         version=version,
@@ -157,6 +161,8 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
         pex_version=pex_cli.version,
         pex_sha256=pex_tool_sha256(pex_cli, platform),
         pants_version=str(PANTS_VERSION),
+        original_urls=wheelhouse.mapping(),
+        source=checkout.material(),
     )
     folder = await Get(Digest, MergeDigests([pex.digest, await Get(Digest, CreateDigest(records)), portable.digest]))
     image = await Get(BackendImage, BackendImageRequest, image_request(variant, version, lockfile.sha256, folder, ics, portable))

@@ -157,7 +157,16 @@ def test_build_record_names_variant_lockfile_and_artifact(built) -> None:
         "provenance": "provenance.intoto.json",
     }
     sbom = json.loads((dist / "sbom.cdx.json").read_text())
-    assert {c["name"] for c in sbom["components"]} >= {"grpcio", "protobuf", "grpcio-tools"}
+    # What is inside: grpcio and protobuf, hashed as the files under .deps/; grpcio-tools is build-only.
+    inside = {c["name"]: c for c in sbom["components"]}
+    assert set(inside) >= {"grpcio", "protobuf"} and "grpcio-tools" not in inside
+    for c in inside.values():
+        path = next(p["value"] for p in c["properties"] if p["name"] == "localai:path")
+        assert c["hashes"] == [{"alg": "SHA-256", "content": hashlib.sha256((dist / path).read_bytes()).hexdigest()}]
+    # The test's build root is no git checkout: the provenance says so instead of naming a commit.
+    provenance = json.loads((dist / "provenance.intoto.json").read_text())
+    source = provenance["predicate"]["buildDefinition"]["externalParameters"]["source"]
+    assert source["annotations"]["localai:source"].startswith("no checkout")
 
 
 def test_the_pex_runs_with_stubs_compiled_from_its_own_lock(built, tmp_path) -> None:

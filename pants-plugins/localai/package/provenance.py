@@ -3,10 +3,11 @@
 Subject: the files of the backend folder (backend.pex, run.sh, build record, SBOM) by sha256.
 resolvedDependencies: the lockfile, the Pants digest of the sources the PEX was built from, the
 pex tool and, when the folder carries one (python/), the portable Python archive; the
-interpreter constraint is an internal parameter. The build reads no git state (hermeticity), so
-the statement inside the image names no commit; CI adds the commit when it publishes
-(docs/gallery.md, "Provenance"). No timestamps: the statement is as reproducible as the
-artifact it describes.
+interpreter constraint is an internal parameter; and the source repository and commit
+(source_checkout.py: git read by Pants outside every sandbox, the repository URI from
+[localai-source].repository), or a statement that there was no checkout. No timestamps: the
+statement is as reproducible as the artifact it describes (two clones of one commit give the
+same one).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def provenance_statement(
     pex_sha256: str,
     python: str,
     pants_version: str,
+    source: dict | None = None,
     extra_materials: tuple[dict, ...] = (),
 ) -> bytes:
     """subjects: file name -> sha256."""
@@ -39,9 +41,11 @@ def provenance_statement(
         "predicate": {
             "buildDefinition": {
                 "buildType": BUILD_TYPE,
-                "externalParameters": {"target": target, "command": f"./pants package {target}"},
+                "externalParameters": {"target": target, "command": f"./pants package {target}",
+                                       **({"source": source} if source else {})},
                 "internalParameters": {"python": python},
                 "resolvedDependencies": [
+                    *([source] if source else []),  # SourceCheckout.material(): repository + gitCommit
                     {"uri": lockfile, "digest": {"sha256": lockfile_sha256}},
                     {"uri": f"pants-digest:sources/{target}", "digest": {"sha256": sources_digest}},
                     {"uri": f"pkg:pypi/pex@{pex_version.lstrip('v')}", "digest": {"sha256": pex_sha256}},
@@ -49,7 +53,8 @@ def provenance_statement(
                 ],
             },
             "runDetails": {
-                "builder": {"id": f"https://www.pantsbuild.org/pants@{pants_version}"},
+                "builder": {"id": f"https://www.pantsbuild.org/pants@{pants_version}",
+                            "version": {"pants": pants_version, "pex": pex_version.lstrip("v")}},
                 "metadata": {},
             },
         },

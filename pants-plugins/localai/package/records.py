@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Mapping
 
 from pants.engine.fs import FileContent
 
@@ -65,6 +66,8 @@ def folder_records(
     pex_version: str,
     pex_sha256: str,
     pants_version: str,
+    original_urls: Mapping[str, str] = {},
+    source: dict | None = None,
 ) -> tuple[FileContent, ...]:
     """run.sh, the build record, the SBOM and the provenance statement that names all of them."""
     run_sh = portable.run_sh().encode()
@@ -77,6 +80,8 @@ def folder_records(
         lockfile=lockfile.path,
         lockfile_sha256=lockfile.sha256,
         requirements=lockfile.requirements(),
+        deps=pex_tree.deps,
+        original_urls=original_urls,
         extra_components=(*(json.loads(c) for c in engine_components), *portable.sbom_components()),
     )
     provenance = provenance_statement(
@@ -94,6 +99,7 @@ def folder_records(
         pex_sha256=pex_sha256,
         python=variant.accelerator.python,
         pants_version=pants_version,
+        source=source,
         extra_materials=portable.materials(),
     )
     return (

@@ -1,16 +1,26 @@
-"""A CycloneDX 1.5 SBOM of a backend artifact, from the lockfile it was built from.
+"""A CycloneDX 1.5 SBOM of a backend artifact: what is installed in it, from what packaging knows.
 
-Hand-written JSON that follows the CycloneDX 1.5 JSON schema (bom-1.5.schema.json): the plugin
-runs inside Pants' own resolve, and a generator library would be one more lockfile to keep for
-a document this small. Every locked package is a component with its version, its purl
-(`pkg:pypi/<name>@<version>`) and, per locked artifact (wheel or sdist), an external reference
-of type `distribution` carrying the artifact's URL and the lock's sha256. No timestamp and a
-serial number derived from the content, so the SBOM is as reproducible as the artifact.
+Hand-written JSON that follows the CycloneDX 1.5 JSON schema (bom-1.5.schema.json; the tests
+check every SBOM they build with cyclonedx-python-lib's strict validator): the plugin runs inside
+Pants' own venv, and a generator library would be one more dependency there for a document this
+small.
+
+One component per distribution installed in the packed PEX, read from its `.deps/<wheel>` names
+(PexTree), not per lock entry: a lock entry lists every artifact (wheels for each platform, the
+sdist), the PEX holds one. Its `hashes` are those of the file in the artifact
+(backend.pex/.deps/<wheel>: pex's zip of the installed wheel, which is what anyone can check);
+its `distribution` reference is the wheel as downloaded, with the lock's sha256 and a real URL
+(a wheelhouse placeholder `file://${WHEELHOUSE}/...` is replaced by the original URL that
+3rdparty/wheelhouse.toml records for that sha256). `dependencies` follow the lock's
+requires_dists between installed components. No timestamp and a serial derived from the
+content, so the SBOM is as reproducible as the artifact.
 """
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from typing import Iterable, Mapping
 from urllib.parse import quote
 
 from localai.model.lockfile import LockedRequirement
@@ -44,23 +54,94 @@ def _component(req: LockedRequirement) -> dict:
     }
 
 
-def engine_components(records: dict[str, dict], toolchain: tuple[LockedRequirement, ...]) -> tuple[dict, ...]:
-    """Components of native engines carried in the artifact: each library (path -> its build
-    record), the pinned C/C++ source archives they were compiled from (each record's `source`),
-    and the locked toolchain (zig, cmake, ninja) that compiled them."""
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_name(pep508: str) -> str:
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", pep508)
+    return _normal(m.group(1)) if m else ""
+
+
+def _iri(url: str, original_urls: Mapping[str, str], sha256: str) -> str | None:
+    """A URL a reader can fetch: the lock's, unless it is a path-mapping placeholder
+    (`file://${WHEELHOUSE}/...`, not an IRI), then the original URL of the same sha256."""
+    if "${" not in url:
+        return url
+    return original_urls.get(sha256)
+
+
+def installed_components(
+    requirements: Iterable[LockedRequirement], deps: Iterable[tuple[str, str]], *, pex: str, original_urls: Mapping[str, str]
+) -> tuple[list[dict], list[dict]]:
+    """(components, dependencies) of the distributions in `pex` (its `.deps/` files: name, sha256)."""
+    by_version = {(_normal(r.project_name), r.version): r for r in requirements}
+    by_name: dict[str, list[LockedRequirement]] = {}
+    for r in requirements:
+        by_name.setdefault(_normal(r.project_name), []).append(r)
+    components, requires = [], {}
+    for wheel, sha in sorted(deps):
+        parts = wheel.split("-")
+        req = next((r for r in by_name.get(_normal(parts[0]), ()) if r.artifact_named(wheel)), None)
+        req = req or (by_version.get((_normal(parts[0]), parts[1])) if len(parts) > 1 else None)
+        if req is None:  # not from the lock: still inside, so still listed, by its file
+            components.append({"type": "library", "bom-ref": f"file:{pex}/.deps/{wheel}", "name": wheel,
+                               "hashes": [{"alg": "SHA-256", "content": sha}],
+                               "properties": [{"name": "localai:path", "value": f"{pex}/.deps/{wheel}"}]})
+            continue
+        # The wheel it was installed from; built from the sdist when the lock had no such wheel.
+        source = req.artifact_named(wheel) or next((a for a in req.artifacts if not a.url.endswith(".whl")), None)
+        refs = []
+        if source is not None and source.algorithm == "sha256" and (url := _iri(source.url, original_urls, source.hash)):
+            refs.append({"type": "distribution", "url": url, "hashes": [{"alg": "SHA-256", "content": source.hash}],
+                         "comment": "the wheel pex installed" if source.url.endswith(".whl") else "the sdist the wheel was built from"})
+        ref = purl(req.project_name, req.version)
+        components.append(
+            {
+                "type": "library",
+                "bom-ref": ref,
+                "name": req.project_name,
+                "version": req.version,
+                "purl": ref,
+                "hashes": [{"alg": "SHA-256", "content": sha}],
+                "externalReferences": refs,
+                "properties": [{"name": "localai:path", "value": f"{pex}/.deps/{wheel}"},
+                               *([{"name": "localai:lock_url", "value": source.url}] if source and "${" in source.url else [])],
+            }
+        )
+        requires[ref] = {_requirement_name(d) for d in req.requires_dists}
+    refs_by_name = {_normal(c["name"]): c["bom-ref"] for c in components if "purl" in c}
+    dependencies = [
+        {"ref": ref, "dependsOn": sorted(refs_by_name[n] for n in names if n in refs_by_name and refs_by_name[n] != ref)}
+        for ref, names in sorted(requires.items())
+    ]
+    return components, dependencies
+
+
+BUILT_FROM = "localai:built_from"  # property: the bom-ref of the source archive a library was compiled from
+
+
+def engine_components(records: dict[str, dict], toolchain: tuple[LockedRequirement, ...], prefix: str = "") -> tuple[dict, ...]:
+    """Components of native engines carried in the artifact: each library (its build record's
+    path -> the record; the library is beside it, at `prefix/<dir>/<library>` in the folder), the
+    pinned C/C++ source archives they were compiled from (each record's `source`), and the locked
+    toolchain (zig, cmake, ninja) that compiled them."""
     sources = {(src["url"], src["sha256"]) for rec in records.values() if (src := rec.get("source")) and src.get("url")}
     out = []
     for path, rec in sorted(records.items()):
+        lib = "/".join(p for p in (prefix, path.rsplit("/", 1)[0] if "/" in path else "", str(rec.get("library"))) if p)
+        src = rec.get("source") or {}
         out.append(
             {
                 "type": "library",
-                "bom-ref": f"native:{path}",
+                "bom-ref": f"native:{lib}",
                 "name": f"{rec.get('name')}/{rec.get('cpu_level')}/{rec.get('library')}",
                 "version": str(rec.get("ggml_version", "")),
                 "hashes": [{"alg": "SHA-256", "content": rec["sha256"]}] if rec.get("sha256") else [],
-                "properties": [{"name": "localai:path", "value": path}, {"name": "localai:target", "value": str(rec.get("target"))},
+                "properties": [{"name": "localai:path", "value": lib}, {"name": "localai:target", "value": str(rec.get("target"))},
                                # what a machine needs to load it (/proc/cpuinfo flags)
-                               {"name": "localai:cpu_flags", "value": " ".join(rec.get("cpu_flags", ()))}],
+                               {"name": "localai:cpu_flags", "value": " ".join(rec.get("cpu_flags", ()))},
+                               *([{"name": BUILT_FROM, "value": f"source:{src['url']}"}] if src.get("url") else [])],
             }
         )
     for url, sha in sorted(sources):  # one per archive, however many CPU levels were built from it
@@ -91,12 +172,20 @@ def cyclonedx_sbom(
     lockfile: str,
     lockfile_sha256: str,
     requirements: tuple[LockedRequirement, ...],
+    deps: tuple[tuple[str, str], ...],
+    original_urls: Mapping[str, str] = {},
     extra_components: tuple[dict, ...] = (),
 ) -> bytes:
-    """The SBOM of `artifact` (e.g. backend.pex), whose packages are `requirements` (from `lockfile`)."""
-    components = [_component(r) for r in sorted(requirements, key=lambda r: r.project_name.lower())]
+    """The SBOM of `artifact` (e.g. backend.pex), in which `deps` (PexTree.deps) are installed from
+    `requirements` (from `lockfile`); `original_urls`: sha256 -> URL of wheelhouse files."""
+    components, dependencies = installed_components(requirements, deps, pex=artifact, original_urls=original_urls)
     components += list(extra_components)
+    for c in extra_components:  # a native library depends on the source archive it was compiled from
+        built_from = [p["value"] for p in c.get("properties", ()) if p["name"] == BUILT_FROM]
+        if built_from:
+            dependencies.append({"ref": c["bom-ref"], "dependsOn": built_from})
     root_ref = f"localai-backend:{name}@{version}"
+    shipped = [c["bom-ref"] for c in components if c.get("scope") != "excluded" and not c["bom-ref"].startswith("source:")]
     body = {
         "bomFormat": "CycloneDX",
         "specVersion": SPEC_VERSION,
@@ -117,7 +206,7 @@ def cyclonedx_sbom(
             "tools": {"components": [{"type": "application", "name": "localai-build (pants-plugins/localai/package/sbom.py)"}]},
         },
         "components": components,
-        "dependencies": [{"ref": root_ref, "dependsOn": [c["bom-ref"] for c in components]}],
+        "dependencies": [{"ref": root_ref, "dependsOn": shipped}, *dependencies],
     }
     serial = uuid.uuid5(_NAMESPACE, json.dumps(body, sort_keys=True))
     return canonical_json({"serialNumber": f"urn:uuid:{serial}", **body})

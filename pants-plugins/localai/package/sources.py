@@ -47,6 +47,7 @@ from localai.model.variant import Variant
 from localai.native.model_conversion import ConvertedModelFieldSet
 from localai.native.rules import NATIVE_TOOLCHAIN_LOCK, NativeEngineFieldSet
 from localai.package.proto import CompiledProto, CompileProtoRequest, GrpcToolsPin, GrpcToolsPinRequest
+from localai.package.records import ARTIFACT
 from localai.package.sbom import engine_components
 from localai.target_types import LOCALAI_LAYOUT, LocalAISourcesField, ProtoSourcesField
 
@@ -116,6 +117,7 @@ async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtif
             for c in engine_components(
                 {fc.path: json.loads(fc.content) for fc in records},
                 toolchain.lockfile.requirements() if toolchain.lockfile else (),
+                prefix=f"{ARTIFACT}/{BACKEND_PACKAGE}",  # where the folder carries them
             )
         )
     return EngineArtifacts(await Get(Digest, AddPrefix(merged, BACKEND_PACKAGE)), components)
