@@ -89,7 +89,8 @@ def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, ve
     size_budget_mb = size_budget_mb or {}
     localai_sources(
         name="src",
-        sources=["*.py", "!test.py", "!test_*.py", "!*_test.py"],
+        # Its sibling packages too (tinygrad's tool_parsers/): backend.py imports them by name.
+        sources=["**/*.py", "!**/test.py", "!**/test_*.py", "!**/*_test.py"],
         dependencies=[f"{build_file_dir().parent}/common:common", "backends/proto"],
     )
     for accel in accelerators:

@@ -73,7 +73,15 @@ def test_the_common_grpc_auth_helper_is_packaged_and_enforces_the_token() -> Non
 
 def test_pex_lays_out_the_folder_as_localai_backend_py_expects() -> None:
     names = pex_files(dist_path(BACKEND, "cpu", "backend.pex"))
-    for path in ("localai_backend/backend.py", "common/grpc_auth.py", "backend_pb2.py", "backend_pb2_grpc.py"):
+    for path in (
+        "localai_backend/backend.py",
+        "localai_backend/__main__.py",  # runs backend.py with its folder first on sys.path
+        "localai_backend/replies.py",  # a sibling module
+        "localai_backend/ranking/order.py",  # a sibling package (Health and Rerank need both)
+        "common/grpc_auth.py",
+        "backend_pb2.py",
+        "backend_pb2_grpc.py",
+    ):
         assert path in names, path
     assert "localai_backend/test.py" not in names
 

@@ -5,7 +5,8 @@ It follows the shape of LocalAI's backend/python/<name>/backend.py on purpose, s
 `./pants localai-import` is exercised on what LocalAI's folders look like: top-level
 `import backend_pb2` (stubs generated at install time), the `../common` sys.path insert for
 `grpc_auth`, a `grpc.server` with a servicer class, and `serve()` on `--addr`.
-It embeds and reranks with sentence-transformers.
+It embeds and reranks with sentence-transformers. `replies` (a sibling module) and `ranking`
+(a sibling package) are imported by their bare names, as `python backend.py` finds them.
 """
 import argparse
 import os
@@ -17,6 +18,8 @@ from concurrent import futures
 import backend_pb2
 import backend_pb2_grpc
 import grpc
+import replies
+from ranking import ranked
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "common"))
 from grpc_auth import get_auth_interceptors  # noqa: E402 (after the sys.path setup above)
@@ -29,7 +32,7 @@ class BackendServicer(backend_pb2_grpc.BackendServicer):
         self.model = None
 
     def Health(self, request, context):
-        return backend_pb2.Reply(message=bytes("OK", "utf-8"))
+        return backend_pb2.Reply(message=replies.HEALTHY)
 
     def LoadModel(self, request, context):
         from sentence_transformers import SentenceTransformer
@@ -58,9 +61,7 @@ class BackendServicer(backend_pb2_grpc.BackendServicer):
         query = self.model.encode([request.query], normalize_embeddings=True)
         docs = self.model.encode(list(request.documents), normalize_embeddings=True)
         scores = util.cos_sim(query, docs)[0].tolist()
-        order = sorted(range(len(scores)), key=lambda i: scores[i], reverse=True)
-        if request.top_n > 0:
-            order = order[: request.top_n]
+        order = ranked(scores, request.top_n)
         results = [
             backend_pb2.DocumentResult(index=i, text=request.documents[i], relevance_score=scores[i]) for i in order
         ]

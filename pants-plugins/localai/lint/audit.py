@@ -232,7 +232,7 @@ async def audit_variant(request: AuditRequest.Batch, audit: AuditSubsystem) -> L
     if bv.lockfile is None:
         lines.append(f"{field_set.address}: no lockfile ({variant.lockfile}); nothing to audit")
     else:
-        bad = variant.accelerator.forbidden_in(bv.lockfile.versions())
+        bad = bv.forbidden_locked()
         for name in bad:
             lines.append(
                 f"{field_set.address}: {variant.lockfile} locks '{name}', which the "

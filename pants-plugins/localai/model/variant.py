@@ -37,6 +37,10 @@ class MissingLockfileError(LocalAIError):
     pass
 
 
+class ForbiddenPackageError(LocalAIError):
+    pass
+
+
 class PinPolicyError(LocalAIError):
     """The accelerator's pin policy cannot satisfy a backend's requirement files."""
 
@@ -168,6 +172,25 @@ class BackendVariant:
                 f"  and commit {v.lockfile}."
             )
         return self.lockfile
+
+    def forbidden_locked(self) -> tuple[str, ...]:
+        """The lockfile's packages the accelerator forbids: what the audit (`pants lint`) fails
+        the lockfile for, and what `pants package` refuses to build (one check, both goals)."""
+        return self.variant.accelerator.forbidden_in(self.lockfile.versions()) if self.lockfile else ()
+
+    def packageable_lock(self) -> Lockfile:
+        """The lockfile, refused when the audit would refuse the artifact built from it."""
+        lock, bad = self.locked(), self.forbidden_locked()
+        if bad:
+            v = self.variant
+            raise ForbiddenPackageError(
+                f"{v.address}: {v.lockfile} locks {', '.join(bad)}, which the {v.accelerator.name} "
+                f"accelerator forbids ({', '.join(v.accelerator.forbidden)} in 3rdparty/accelerators.toml), "
+                f"so the artifact would fail the audit (`pants lint`). Fix: find the requirement that pulls "
+                f"{bad[0]} (`./pants localai-import --report`) and replace or drop it for {v.accelerator.name}, "
+                f"or declare the variant not_lockable_here with the reason; then regenerate the lockfile."
+            )
+        return lock
 
 
 @dataclass(frozen=True)

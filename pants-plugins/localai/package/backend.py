@@ -140,7 +140,7 @@ def image_request(
 @rule(desc="Package a LocalAI backend variant", level=LogLevel.INFO)
 async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: PexCli, platform: Platform) -> BuiltPackage:
     backend_variant = await Get(BackendVariant, BackendVariantRequest(field_set.address))
-    variant, lockfile, version = backend_variant.variant, backend_variant.locked(), backend_variant.version
+    variant, lockfile, version = backend_variant.variant, backend_variant.packageable_lock(), backend_variant.version
     layered = await Get(LayeredRequirements, RequirementsOfVariant(field_set.address, variant))
     requirements = runtime_requirements(variant, layered)
     ics = InterpreterConstraints([variant.accelerator.python])

@@ -58,8 +58,20 @@ def backend(name: str, requirements: str = PINS + GRPC_TOOLS, lockfile: str | No
     return files
 
 
-# tiny packages; nolock has no lockfile; notools does not pin grpcio-tools.
-BACKENDS = ("tiny", "nolock", "notools")
+
+def with_forbidden(lock: str, project: str) -> str:
+    """``lock`` with one more locked project (a CUDA package nemo's CPU lock held)."""
+    header, _, body = lock.partition("\n{")
+    data = json.loads("{" + body)
+    data["locked_resolves"][0]["locked_requirements"].append(
+        {"project_name": project, "version": "12.9.0", "artifacts": [], "requires_dists": [], "requires_python": None}
+    )
+    return header + "\n" + json.dumps(data)
+
+
+# tiny packages; nolock has no lockfile; notools does not pin grpcio-tools; cudalock's lockfile
+# holds a package the cpu accelerator forbids.
+BACKENDS = ("tiny", "nolock", "notools", "cudalock")
 FILES = {
     **SHARED_RUNTIME,
     "3rdparty/accelerators.toml": repo_file("3rdparty/accelerators.toml"),
@@ -69,6 +81,7 @@ FILES = {
     **backend("tiny"),
     **backend("nolock", lockfile=None),
     **backend("notools", requirements=PINS),
+    **backend("cudalock", lockfile=with_forbidden(LOCK, "cuda-bindings")),
 }
 
 
@@ -193,3 +206,12 @@ def test_missing_grpcio_tools_pin_names_the_file_and_why(rule_runner) -> None:
         package(rule_runner, "notools")
     assert ("backends/notools:cpu: backends/notools/requirements.txt must pin grpcio-tools (the build compiles "
             "backend.proto with it, from the same lock as grpcio/protobuf)") in str(e.value)
+
+
+def test_a_lock_the_audit_refuses_is_not_packaged_and_the_package_is_named(rule_runner) -> None:
+    # The audit's own check (BackendVariant.forbidden_locked), before anything is built.
+    with pytest.raises(ExecutionError) as e:
+        package(rule_runner, "cudalock")
+    msg = str(e.value)
+    assert "backends/cudalock:cpu: lockfiles/cudalock-cpu.lock locks cuda-bindings, which the cpu accelerator forbids" in msg
+    assert "would fail the audit (`pants lint`)" in msg and "Fix:" in msg

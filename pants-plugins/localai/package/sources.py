@@ -6,7 +6,10 @@ A backend of this repository (`layout="backend"`):
     localai_backend/engines/<engine>/<level>/...        native engines and converted models it depends on
 
 An imported LocalAI folder (`layout="localai"`), laid out as its backend.py expects:
-    localai_backend/backend.py (+ the folder's other modules)   run as __main__ (its serve() on --addr)
+    localai_backend/backend.py (+ the folder's other modules    run as __main__ (its serve() on --addr)
+      and packages, at any depth)                               by localai_backend/__main__.py, with
+                                                                its folder first on sys.path, as
+                                                                under `python backend.py`
     common/grpc_auth.py ...                                      LocalAI's helpers: backend.py's
                                                                  sys.path insert of <its dir>/../common
     backend_pb2.py, backend_pb2_grpc.py                          top level, as `import backend_pb2` expects
@@ -27,7 +30,16 @@ from pants.backend.python.util_rules.interpreter_constraints import InterpreterC
 from pants.core.goals.package import BuiltPackage
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.engine.addresses import Address
-from pants.engine.fs import AddPrefix, Digest, DigestContents, DigestSubset, MergeDigests, PathGlobs, RemovePrefix
+from pants.engine.fs import (
+    AddPrefix,
+    CreateDigest,
+    Digest,
+    DigestContents,
+    DigestSubset,
+    MergeDigests,
+    PathGlobs,
+    RemovePrefix,
+)
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import (
     Dependencies,
@@ -49,15 +61,18 @@ from localai.native.rules import NATIVE_TOOLCHAIN_LOCK, NativeEngineFieldSet
 from localai.package.proto import CompiledProto, CompileProtoRequest, GrpcToolsPin, GrpcToolsPinRequest
 from localai.package.records import ARTIFACT
 from localai.package.sbom import engine_components
+from localai.scripts import script_file
 from localai.target_types import LOCALAI_LAYOUT, LocalAISourcesField, ProtoSourcesField
 
 BACKEND_PACKAGE = "localai_backend"  # the backend's own files, whatever its folder is called
 COMMON_DIR = "common"  # LocalAI's shared helpers, next to its backend folders
 ENTRY_POINTS = {
     "backend": f"{BACKEND_PACKAGE}.backend:main",
-    # pex runs a module given without a function as __main__: LocalAI's `if __name__ == "__main__"`.
-    LOCALAI_LAYOUT: f"{BACKEND_PACKAGE}.backend",
+    # pex runs a module given without a function as __main__; for a package, its __main__.py
+    # (localai_main.py), which runs backend.py as `python backend.py` does.
+    LOCALAI_LAYOUT: BACKEND_PACKAGE,
 }
+LOCALAI_MAIN = f"{BACKEND_PACKAGE}/__main__.py"
 
 
 class LocalAIFolderError(LocalAIError):
@@ -133,8 +148,10 @@ async def _localai_folder(request: BackendSourcesRequest, py: SourceFiles, proto
     variant = request.variant
     own_dir = variant.directory
     common_dir = str(PurePath(own_dir).parent / COMMON_DIR)
-    own = [f for f in py.snapshot.files if str(PurePath(f).parent) == own_dir]
-    common = [f for f in py.snapshot.files if str(PurePath(f).parent) == common_dir]
+    # The folder's files at any depth (its sibling packages too); only its own: the other
+    # backend folders are its siblings, not its children.
+    own = [f for f in py.snapshot.files if f.startswith(own_dir + "/")]
+    common = [f for f in py.snapshot.files if f.startswith(common_dir + "/")]
     if f"{own_dir}/backend.py" not in own:
         raise LocalAIFolderError(
             f"{variant.address}: {own_dir}/backend.py is missing: LocalAI runs backend.py. Fix: copy "
@@ -150,7 +167,13 @@ async def _localai_folder(request: BackendSourcesRequest, py: SourceFiles, proto
         CompiledProto,
         CompileProtoRequest(pin.requirement, request.resolve_ics, top_level_proto, (PurePath(proto_path).name,), resolve=variant.resolve),
     )
-    parts = [await _moved(py.snapshot.digest, own, own_dir, BACKEND_PACKAGE), compiled.digest]
+    if f"{own_dir}/__main__.py" in own:
+        raise LocalAIFolderError(
+            f"{variant.address}: {own_dir}/__main__.py would replace the launcher that runs backend.py "
+            f"(localai_backend/__main__.py). Fix: rename it; LocalAI runs backend.py, not the folder."
+        )
+    main = await Get(Digest, CreateDigest([script_file("localai.package", "localai_main.py", LOCALAI_MAIN)]))
+    parts = [await _moved(py.snapshot.digest, own, own_dir, BACKEND_PACKAGE), compiled.digest, main]
     if common:
         parts.append(await _moved(py.snapshot.digest, common, common_dir, COMMON_DIR))
     return parts

@@ -7,9 +7,13 @@ pants.toml it writes the variants' `[python.resolves]` and `[python.resolves_to_
 entries between marker comments. Re-running rewrites the same bytes; the backends' own files
 are only read. `--check` writes nothing and fails when something would change.
 
-Errors (nothing is written): a folder without backend.py, a requirement file named after a
-profile we do not know, an index line that would break an accelerator's isolation; each names
-the file.
+Folder by folder: a folder that cannot be imported (no backend.py, a requirement file named
+after a profile we do not know, a line the requirement parser refuses) is skipped with its
+reason (file, line, fix) and every other folder is written; a profile that cannot be imported
+(an index line that would break an accelerator's isolation) is skipped alone, its folder's other
+variants declared. The summary says "imported N of M folders"; the exit code is non-zero while
+anything was skipped, unless `--allow-skipped` is given (a skipped folder's old BUILD file and
+pants.toml entries are left as they were: nothing is written for it).
 """
 from __future__ import annotations
 
@@ -62,11 +66,35 @@ class ImportedVariant:
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A folder (accelerator None) or one variant of a folder that was not imported, and why."""
+
+    directory: str
+    accelerator: str | None
+    reason: str
+
+    def line(self) -> str:
+        what = self.directory if self.accelerator is None else f"{self.directory} ({self.accelerator} variant)"
+        return f"skipped {what}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class ImportPlan:
     build_files: dict[str, str]
     variants: tuple[ImportedVariant, ...]
     notes: tuple[str, ...]
-    problems: tuple[str, ...]
+    skipped: tuple[Skipped, ...]
+    folders: tuple[str, ...]  # every backend folder found (common/ not counted)
+    imported: tuple[str, ...]  # the folders whose BUILD file is written
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return tuple(s.line() for s in self.skipped)
+
+    def summary(self, root: str) -> str:
+        variants = sum(1 for s in self.skipped if s.accelerator is not None)
+        extra = f"; {variants} variant(s) of imported folders skipped" if variants else ""
+        return f"{root}: imported {len(self.imported)} of {len(self.folders)} folders{extra}"
 
 
 def _pylist(items) -> str:
@@ -89,32 +117,33 @@ def plan_import(
     conventions: LocalAIConventions,
 ) -> ImportPlan:
     """``folders``: {folder name: {file name: content for requirement files, "" for others}}."""
-    build_files, variants, notes, problems = {}, [], [], []
+    build_files, variants, notes, skipped, imported = {}, [], [], [], []
     header = BUILD_HEADER.format(root=root)
     if COMMON_DIR in folders:
         build_files[f"{root}/{COMMON_DIR}/BUILD"] = f"{header}\nlocalai_common()\n"
     else:
-        problems.append(
+        skipped.append(Skipped(
+            f"{root}/{COMMON_DIR}", None,
             f"{root}/{COMMON_DIR}/ is missing: LocalAI's backends import grpc_auth and other helpers from "
-            f"../common. Fix: copy LocalAI's backend/python/common/ to {root}/{COMMON_DIR}/."
-        )
-    for name in sorted(folders):
-        if name == COMMON_DIR:
-            continue
+            f"../common. Fix: copy LocalAI's backend/python/common/ to {root}/{COMMON_DIR}/.",
+        ))
+    backend_folders = tuple(n for n in sorted(folders) if n != COMMON_DIR)
+    for name in backend_folders:
         directory = f"{root}/{name}"
         files = folders[name]
         if BACKEND_FILE not in files:
-            problems.append(
+            skipped.append(Skipped(
+                directory, None,
                 f"{directory}/{BACKEND_FILE} is missing: LocalAI runs backend.py from each backend folder. "
-                f"Fix: copy LocalAI's backend/python/{name}/ unchanged, or remove {directory}/."
-            )
+                f"Fix: copy LocalAI's backend/python/{name}/ unchanged, or remove {directory}/.",
+            ))
             continue
         reqs = {n: c for n, c in files.items() if REQUIREMENT_FILE.match(n)}
         bad_names = check_file_names(directory, list(reqs), conventions)
         if bad_names:
-            problems.extend(bad_names)
+            skipped.append(Skipped(directory, None, " ".join(bad_names)))
             continue
-        declared = []
+        declared, folder_skips = [], []
         for profile in conventions.profiles.values():
             if not any(f in reqs for f in profile_files(profile)):
                 continue
@@ -124,8 +153,9 @@ def plan_import(
             accel = matrix.accelerators[profile.accelerator]
             try:
                 layered = variant_requirements(directory, reqs, accel, conventions)
-            except (LocalAILayoutError, ValueError) as e:
-                problems.append(str(e))
+            except LocalAILayoutError as e:
+                # A profile's own file (an index of another build): that variant alone.
+                folder_skips.append(Skipped(directory, accel.name, str(e)))
                 continue
             not_lockable = (
                 "the pin policy cannot satisfy it: " + "; ".join(layered.unsatisfied) if layered.unsatisfied else None
@@ -133,19 +163,30 @@ def plan_import(
             declared.append(
                 ImportedVariant(directory, backend_name(directory), accel.name, accel.pip_options, layered.replacements, not_lockable)
             )
+        if not declared and folder_skips:
+            # Every profile failed (often one line of the shared requirements.txt): the folder is skipped.
+            reasons = dict.fromkeys(s.reason for s in folder_skips)
+            skipped.append(Skipped(directory, None, " | ".join(reasons)))
+            continue
+        skipped.extend(folder_skips)
         if not declared:
             notes.append(f"{directory}: no requirement file of a profile built here; nothing declared")
             continue
         declared.sort(key=lambda v: list(matrix.accelerators).index(v.accelerator))
         variants.extend(declared)
+        imported.append(name)
         build_files[f"{directory}/BUILD"] = f"{header}\n{build_line(declared)}\n"
-    return ImportPlan(build_files, tuple(variants), tuple(notes), tuple(problems))
+    return ImportPlan(build_files, tuple(variants), tuple(notes), tuple(skipped), backend_folders, tuple(imported))
 
 
 def import_entries(root: str, declared: tuple[ResolveEntry, ...], plan: ImportPlan) -> tuple[ResolveEntry, ...]:
-    """pants.toml's entries after importing ``root``: its folders' variants as planned now
-    (the BUILD files being written are not in the graph yet), every other declared variant as is."""
-    others = tuple(e for e in declared if not (e.directory == root or e.directory.startswith(root + "/")))
+    """pants.toml's entries after importing ``root``: its imported folders' variants as planned
+    now (the BUILD files being written are not in the graph yet), every other declared variant as
+    is. A skipped folder keeps what it had (its BUILD file is not rewritten either, so the two
+    stay consistent); a folder no longer in the tree loses its entries."""
+    kept = {f"{root}/{name}" for name in plan.folders if name not in plan.imported}
+    in_root = lambda d: d == root or d.startswith(root + "/")  # noqa: E731
+    others = tuple(e for e in declared if not in_root(e.directory) or e.directory in kept)
     return others + tuple(
         ResolveEntry(v.resolve, lockfile_path(v.resolve), v.pip_options, v.directory) for v in plan.variants
     )
@@ -156,6 +197,13 @@ class LocalAIImportSubsystem(GoalSubsystem):
     help = "Declare LocalAI's own backend folders (copied unchanged into a directory) as backend variants."
 
     check = BoolOption(default=False, help="Write nothing; fail when the BUILD files or pants.toml are not current.")
+    allow_skipped = BoolOption(
+        default=False,
+        help=(
+            "Exit 0 although some folders or variants were skipped (each is still printed with its "
+            "reason). Without it the goal fails while anything is skipped, after writing the rest."
+        ),
+    )
     report = BoolOption(
         default=False,
         help=(
@@ -206,7 +254,7 @@ async def localai_import(
     declared = await Get(DeclaredResolves)
     entries = declared.entries
     writes: dict[str, str] = {}
-    failed = False
+    skipped = 0
     for root in roots:
         listing = await Get(Snapshot, PathGlobs([f"{root}/*/*"]))
         req_contents = await Get(DigestContents, PathGlobs([f"{root}/*/requirements*.txt"]))
@@ -224,11 +272,9 @@ async def localai_import(
             continue
         for note in plan.notes:
             console.print_stdout(f"note: {note}")
-        if plan.problems:
-            failed = True
-            for problem in plan.problems:
-                console.print_stderr(f"error: {problem}")
-            continue
+        for skip in plan.skipped:
+            console.print_stderr(skip.line())
+        skipped += len(plan.skipped)
         for v in plan.variants:
             status = f" (not lockable: {v.not_lockable})" if v.not_lockable else ""
             console.print_stdout(f"{v.resolve}: {v.accelerator} variant{status}")
@@ -236,11 +282,15 @@ async def localai_import(
                 console.print_stdout(f"  pin policy: {r}")
         writes.update(plan.build_files)
         entries = import_entries(root, entries, plan)
+        console.print_stderr(f"localai-import: {plan.summary(root)}")
     if subsystem.report:
         return LocalAIImportGoal(exit_code=0)
-    if failed:
-        console.print_stderr("localai-import: nothing written")
-        return LocalAIImportGoal(exit_code=1)
+    skip_exit = 1 if skipped and not subsystem.allow_skipped else 0
+    if skip_exit:
+        console.print_stderr(
+            f"localai-import: {skipped} skipped (reasons above); every other folder is declared. "
+            "Fix them, or pass --allow-skipped to accept the import as it is."
+        )
     update = await Get(PantsTomlUpdate)
     writes[PANTS_TOML] = update_pants_toml(update.current, entries)
     current = await Get(DigestContents, PathGlobs(list(writes)))
@@ -249,14 +299,14 @@ async def localai_import(
     if subsystem.check:
         for p in sorted(changed):
             console.print_stderr(f"{p} is not current: run `./pants localai-import {' '.join(roots)}`")
-        return LocalAIImportGoal(exit_code=1 if changed else 0)
+        return LocalAIImportGoal(exit_code=1 if changed else skip_exit)
     if changed:
         workspace.write_digest(
             await Get(Digest, CreateDigest([FileContent(p, c.encode()) for p, c in sorted(changed.items())]))
         )
     for p in sorted(writes):
         console.print_stdout(f"{'wrote' if p in changed else 'unchanged'} {p}")
-    return LocalAIImportGoal(exit_code=0)
+    return LocalAIImportGoal(exit_code=skip_exit)
 
 
 def rules():

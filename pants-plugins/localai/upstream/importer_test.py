@@ -80,15 +80,40 @@ def test_unsatisfiable_policy_declares_the_variant_not_lockable(matrix, conventi
         ),
     ],
 )
-def test_bad_folders_fail_naming_the_file(matrix, conventions, name, folder, expected) -> None:
-    plan = plan_import(ROOT, {"common": {}, name: folder}, matrix, conventions)
-    assert any(p.startswith(expected) for p in plan.problems), plan.problems
+def test_bad_folders_are_skipped_naming_the_file(matrix, conventions, name, folder, expected) -> None:
+    plan = plan_import(ROOT, {"common": {}, name: folder, "rerank": RERANK}, matrix, conventions)
+    assert [s.directory for s in plan.skipped] == [f"{ROOT}/{name}"]
+    assert plan.problems[0].startswith(f"skipped {ROOT}/{name}: {expected}"), plan.problems
+    assert "Fix:" in plan.problems[0]
     assert f"{ROOT}/{name}/BUILD" not in plan.build_files
+    # Every other folder is still written.
+    assert f"{ROOT}/rerank/BUILD" in plan.build_files
+    assert plan.summary(ROOT) == f"{ROOT}: imported 1 of 2 folders"
+
+
+def test_an_unparseable_shared_line_skips_the_folder_naming_file_and_line(matrix, conventions) -> None:
+    folder = {"backend.py": "", "requirements.txt": "grpcio\nsetuptools>=70 <80!\n", "requirements-cpu.txt": "torch\n"}
+    plan = plan_import(ROOT, {"common": {}, "odd": folder}, matrix, conventions)
+    (skip,) = plan.skipped
+    assert skip.accelerator is None
+    assert f"{ROOT}/odd/requirements.txt" in skip.reason and "line 2" in skip.reason, skip.reason
+    assert "Fix:" in skip.reason
+    assert plan.imported == ()
+
+
+def test_one_profiles_foreign_index_skips_that_variant_alone(matrix, conventions) -> None:
+    folder = dict(RERANK, **{"requirements-intel.txt": "--extra-index-url https://example.invalid/simple\ntorch\n"})
+    plan = plan_import(ROOT, {"common": {}, "rerank": folder}, matrix, conventions)
+    assert [(s.directory, s.accelerator) for s in plan.skipped] == [(f"{ROOT}/rerank", "intel")]
+    assert "requirements-intel.txt line 1" in plan.skipped[0].reason
+    assert [v.accelerator for v in plan.variants] == ["cpu", "cuda13"]
+    assert plan.imported == ("rerank",)
+    assert plan.summary(ROOT) == f"{ROOT}: imported 1 of 1 folders; 1 variant(s) of imported folders skipped"
 
 
 def test_missing_common_is_a_problem(matrix, conventions) -> None:
     plan = plan_import(ROOT, {"rerank": RERANK}, matrix, conventions)
-    assert plan.problems[0].startswith(f"{ROOT}/common/ is missing")
+    assert plan.problems[0].startswith(f"skipped {ROOT}/common: {ROOT}/common/ is missing")
 
 
 def test_import_entries_replace_the_roots_variants_and_keep_the_others(matrix, conventions) -> None:
@@ -136,11 +161,31 @@ def test_goal_writes_build_files_and_pants_toml_and_reruns_unchanged() -> None:
     assert Path(rule_runner.build_root, "pants.toml").read_text() == toml_text
 
 
-def test_goal_check_fails_when_not_current_and_errors_write_nothing() -> None:
+def test_goal_skips_a_broken_folder_writes_the_others_and_fails_unless_allowed() -> None:
     rule_runner = make_rule_runner()
     rule_runner.write_files({**_repo(), f"{ROOT}/broken/requirements-cpu.txt": "torch\n"})
     result = _run(rule_runner)
     assert result.exit_code == 1
-    assert f"{ROOT}/broken/backend.py is missing" in result.stderr
+    assert f"skipped {ROOT}/broken: {ROOT}/broken/backend.py is missing" in result.stderr
+    assert f"localai-import: {ROOT}: imported 1 of 2 folders" in result.stderr
+    # The other folder is written, the broken one is not.
+    assert Path(rule_runner.build_root, ROOT, "rerank", "BUILD").exists()
+    assert not Path(rule_runner.build_root, ROOT, "broken", "BUILD").exists()
+    toml_text = Path(rule_runner.build_root, "pants.toml").read_text()
+    assert '"localai-rerank-cpu"' in toml_text and "localai-broken" not in toml_text
+    # Re-runs write the same bytes; --check finds them current but still reports the skip.
+    check = _run(rule_runner, "--check")
+    assert check.exit_code == 1 and "is not current" not in check.stderr and "skipped" in check.stderr
+    allowed = _run(rule_runner, "--allow-skipped")
+    assert allowed.exit_code == 0 and "wrote" not in allowed.stdout, allowed.stderr
+    assert _run(rule_runner, "--check", "--allow-skipped").exit_code == 0
+    assert Path(rule_runner.build_root, "pants.toml").read_text() == toml_text
+
+
+def test_goal_check_fails_when_not_current() -> None:
+    rule_runner = make_rule_runner()
+    rule_runner.write_files(_repo())
+    result = _run(rule_runner, "--check")
+    assert result.exit_code == 1
+    assert f"{ROOT}/rerank/BUILD is not current" in result.stderr
     assert Path(rule_runner.build_root, "pants.toml").read_text() == PANTS_TOML
-    assert not Path(rule_runner.build_root, ROOT, "rerank", "BUILD").exists()

@@ -12,6 +12,11 @@
   3rdparty/accelerators/<accel>.txt); any other index is refused, naming the file and line.
 - Pin policy: torch-family pins are replaced by what the accelerator provides
   ([localai.torch_family.<accel>]); each replacement is recorded as one sentence.
+- Direct references: LocalAI's bare `git+https://host/repo[@ref]` lines and bare wheel/sdist URL
+  lines (what `pip install -r` accepts, PEP 508 does not) are read as `name @ url`, the name
+  taken from the wheel or sdist file name, or for git from the repository's name (a `#egg=`
+  fragment wins); each reading is recorded as one sentence. A name that the built metadata
+  contradicts fails the lock (pip checks it), so a wrong guess is never silently locked.
 - grpcio-tools: LocalAI installs it at protogen time in a throwaway venv, bounded by the
   backend's grpcio; here it joins the variant's resolve with the same bound (build-only: the
   PEX does not carry it).
@@ -166,6 +171,54 @@ def check_isolation(path: str, content: str, accel: Accelerator, aliases: tuple[
     return tuple(notes)
 
 
+_BARE_URL = re.compile(r"^(?P<url>(?:git\+)?https?://\S+|git\+ssh://\S+|file://\S+)\s*(?P<marker>;.*)?$")
+_WHEEL_NAME = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-\d[^-]*(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+_SDIST_NAME = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*?)-\d[A-Za-z0-9.+!_-]*\.(?:tar\.gz|zip|tar\.bz2)$")
+
+
+def name_of_url(url: str) -> str | None:
+    """The project a bare URL requirement installs, from the URL alone: `#egg=`, a wheel's or
+    sdist's file name, or a git repository's last path component. None when it cannot be told."""
+    base, _, fragment = url.partition("#")
+    for part in fragment.split("&"):
+        if part.startswith("egg="):
+            return part[4:]
+    path = base.split("?", 1)[0].rstrip("/")
+    last = path.rsplit("/", 1)[-1]
+    if base.startswith("git+"):
+        repo = last.split("@", 1)[0]  # `repo@ref`
+        repo = repo[:-4] if repo.endswith(".git") else repo
+        return repo or None
+    for pattern in (_WHEEL_NAME, _SDIST_NAME):
+        m = pattern.match(last)
+        if m:
+            return m.group("name")
+    return None
+
+
+def direct_references(path: str, content: str) -> tuple[str, tuple[str, ...]]:
+    """``content`` with LocalAI's bare URL lines read as PEP 508 direct references, and one
+    sentence per line so read. A URL whose project cannot be told from it is refused, naming
+    the file and line."""
+    lines, notes = [], []
+    for lineno, raw in enumerate(content.splitlines(), start=1):
+        m = _BARE_URL.match(raw.strip())
+        if not m:
+            lines.append(raw)
+            continue
+        url, marker = m.group("url"), (m.group("marker") or "").strip()
+        name = name_of_url(url)
+        if name is None:
+            raise LocalAILayoutError(
+                f"{path} line {lineno}: `{raw.strip()}` names no project: neither a wheel or sdist file "
+                f"name nor a git repository. Fix: write it as `name @ {url}` (PEP 508), or add `#egg=name`."
+            )
+        ref = f"{name} @ {url}" + (f" {marker}" if marker else "")
+        lines.append(ref)
+        notes.append(f"{PurePath(path).name} line {lineno}: `{url}` read as `{ref}`")
+    return "\n".join(lines) + ("\n" if content.endswith("\n") else ""), tuple(notes)
+
+
 @dataclass(frozen=True)
 class PolicyResult:
     requirements: tuple[str, ...]
@@ -221,16 +274,28 @@ def variant_requirements(
     if problems:
         raise LocalAILayoutError("\n".join(problems))
     ordered = [(f"{directory}/{name}", files[name]) for name in install_order(profile) if name in files]
-    index_notes = []
+    index_notes, url_notes = [], []
     for path, content in ordered:
         index_notes.extend(check_isolation(path, content, accel, conventions.index_aliases.get(accel.name, ())))
+    read = []
+    for path, content in ordered:
+        content, notes = direct_references(path, content)
+        read.append((path, content))
+        url_notes.extend(notes)
+    ordered = read
     try:
         merged = layer_with_origin(ordered)
-    except ValueError as e:
-        raise LocalAILayoutError(f"{directory}: {e}") from e
+    except ValueError as e:  # the requirement parser's message names the file and line
+        raise LocalAILayoutError(
+            f"{directory}: {e}. Fix: write the line as a PEP 508 requirement (`name`, `name==version`, "
+            f"`name @ url`), or remove the folder from this tree."
+        ) from e
     result = apply_policy(merged, accel.name, conventions)
     return LayeredRequirements(
-        result.requirements, tuple(p for p, _ in ordered), result.replacements + tuple(index_notes), result.unsatisfied
+        result.requirements,
+        tuple(p for p, _ in ordered),
+        result.replacements + tuple(index_notes) + tuple(url_notes),
+        result.unsatisfied,
     )
 
 

@@ -6,10 +6,12 @@ from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 
 from localai.model.accelerators import AcceleratorMatrix
+from localai.model.requirements import layer_with_origin
 from localai.testutil import make_rule_runner, repo_file
 from localai.upstream.layout import (
     LocalAIConventions,
     LocalAILayoutError,
+    direct_references,
     install_order,
     variant_requirements,
 )
@@ -198,3 +200,48 @@ def test_an_alias_of_one_accelerator_is_refused_in_another(matrix, conventions) 
     files = {"requirements-cpu.txt": "--extra-index-url https://download.pytorch.org/whl/cu130\ntorch\n"}
     with pytest.raises(LocalAILayoutError, match="would break the cpu accelerator's index isolation"):
         variant_requirements("backends/localai/x", files, matrix.accelerators["cpu"], conventions)
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("git+https://github.com/xhinker/sd_embed", "sd_embed @ git+https://github.com/xhinker/sd_embed"),
+        ("git+https://github.com/Blaizzy/mlx-vlm@v0.4.4", "mlx-vlm @ git+https://github.com/Blaizzy/mlx-vlm@v0.4.4"),
+        ("git+https://example.org/x/repo.git@abc#egg=real_name", "real_name @ git+https://example.org/x/repo.git@abc#egg=real_name"),
+        (
+            "https://github.com/KittenML/KittenTTS/releases/download/0.1/kittentts-0.1.0-py3-none-any.whl",
+            "kittentts @ https://github.com/KittenML/KittenTTS/releases/download/0.1/kittentts-0.1.0-py3-none-any.whl",
+        ),
+        ("http://127.0.0.1:8000/tiny_pkg-1.2.tar.gz", "tiny_pkg @ http://127.0.0.1:8000/tiny_pkg-1.2.tar.gz"),
+        (
+            "https://h/flash_attn-2.8.3+cu12torch2.7-cp310-cp310-linux_x86_64.whl ; platform_machine == 'x86_64'",
+            "flash_attn @ https://h/flash_attn-2.8.3+cu12torch2.7-cp310-cp310-linux_x86_64.whl ; platform_machine == 'x86_64'",
+        ),
+    ],
+)
+def test_bare_url_lines_become_direct_references_named_from_the_url(line, expected) -> None:
+    content, notes = direct_references("d/requirements-cpu.txt", f"torch\n{line}\n")
+    assert content == f"torch\n{expected}\n"
+    assert notes == (f"requirements-cpu.txt line 2: `{line.split(' ;')[0]}` read as `{expected}`",)
+    # What is read is PEP 508: the layering's parser takes it, as a direct reference.
+    ((_, req),) = layer_with_origin([("d/requirements-cpu.txt", expected + "\n")]).values()
+    assert req.url and req.url == line.split(" ;")[0]
+
+
+def test_a_url_naming_no_project_is_refused_naming_file_and_line() -> None:
+    with pytest.raises(LocalAILayoutError, match=r"d/requirements.txt line 1: `https://h/download\?id=3` names no project"):
+        direct_references("d/requirements.txt", "https://h/download?id=3\n")
+
+
+def test_pep508_direct_references_and_their_markers_are_kept(matrix, conventions) -> None:
+    files = {
+        "requirements.txt": "grpcio==1.85.3\n",
+        "requirements-cpu.txt": "vllm @ https://h/vllm-0.27.1+cpu-cp38-abi3-manylinux_2_35_x86_64.whl ; platform_machine == 'x86_64'\n"
+        "git+https://github.com/xhinker/sd_embed\n",
+    }
+    layered = variant_requirements("d", files, matrix.accelerators["cpu"], conventions)
+    vllm = next(r for r in layered.requirements if r.startswith("vllm"))
+    assert "https://h/vllm-0.27.1+cpu-cp38-abi3-manylinux_2_35_x86_64.whl" in vllm and 'platform_machine == "x86_64"' in vllm, vllm
+    assert any(r.startswith("sd_embed") and "git+https://github.com/xhinker/sd_embed" in r for r in layered.requirements), layered.requirements
+    sd_embed = "git+https://github.com/xhinker/sd_embed"
+    assert f"requirements-cpu.txt line 2: `{sd_embed}` read as `sd_embed @ {sd_embed}`" in layered.replacements
