@@ -13,12 +13,14 @@ from pants.engine.target import AllUnexpandedTargets, DescriptionField
 from pants.util.logging import LogLevel
 
 TESTS_ALIAS = "python_tests"
+BY_HAND_TAG = "by-hand"  # left out of `::` by pants.toml's [GLOBAL].tag: not run in CI
 
 
 @dataclass(frozen=True)
 class TestEntry:
     address: str
     description: str | None
+    by_hand: bool = False
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,11 @@ async def test_catalog() -> TestCatalog:
     targets = await Get(AllUnexpandedTargets)
     entries = sorted(
         (
-            TestEntry(t.address.spec, " ".join((t[DescriptionField].value or "").split()) or None)
+            TestEntry(
+                t.address.spec,
+                " ".join((t[DescriptionField].value or "").split()) or None,
+                BY_HAND_TAG in (t[Tags].value or ()),
+            )
             for t in targets
             if t.alias == TESTS_ALIAS
         ),
@@ -55,6 +61,8 @@ def render_catalog(catalog: TestCatalog) -> str:
     ]
     for entry in catalog.entries:
         text = (entry.description or "(undocumented)").replace("|", "\\|")
+        if entry.by_hand:
+            text = f"**By hand, not in CI** (`./pants --tag={BY_HAND_TAG} test {entry.address}`). {text}"
         lines.append(f"| `{entry.address}` | {text} |")
     return "\n".join(lines) + "\n"
 
