@@ -261,6 +261,29 @@ target_compile_options(upstream PRIVATE -O2)
 """
 
 
+def configure_files(upstream: str, templates, pairs) -> None:
+    """CMake's configure_file(@ONLY) for templates upstream's own CMake project generates (e.g.
+    llama.cpp's src/llama-version.h.in): each written next to itself without `.in`."""
+    values = {}
+    for p in pairs or ():
+        key, sep, value = p.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise SystemExit(f"--upstream-configure-var {p!r}: expected NAME=VALUE")
+        values[key] = value
+    for t in templates or ():
+        if not t.endswith(".in"):
+            raise SystemExit(f"--upstream-configure {t}: expected a template ending in .in")
+        path = os.path.join(upstream, t)
+        if not os.path.isfile(path):
+            raise SystemExit(f"--upstream-configure {t}: no such file under the upstream directory")
+        text = open(path).read()
+        missing = sorted(set(re.findall(r"@([A-Za-z_][A-Za-z0-9_]*)@", text)) - set(values))
+        if missing:
+            raise SystemExit(f"--upstream-configure {t}: no value for {missing} (set upstream_configure_vars)")
+        with open(path[:-3], "w") as f:
+            f.write(re.sub(r"@([A-Za-z_][A-Za-z0-9_]*)@", lambda m: values[m.group(1)], text))
+
+
 def exports_map(exports) -> str:
     if not exports:
         raise SystemExit("a third-party engine needs --export globs (the C API it exports)")
@@ -279,6 +302,7 @@ def build_objects(a):
     ggml_include = os.path.join(extract_subdir(a.upstream_archive, a.ggml_subdir, os.path.join(work, "ggml")), "include")
     if any(c.isspace() for c in work):
         raise SystemExit(f"the build directory {work!r} contains whitespace: run from a directory without spaces")
+    configure_files(src, a.upstream_configure, a.upstream_configure_var)
     with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
         f.write(upstream_project(a, src, ggml_include))
     build = os.path.join(work, "build")
@@ -355,6 +379,8 @@ def main():
     o.add_argument("--upstream-source", action="append", required=True, help="glob under --upstream-subdir")
     o.add_argument("--upstream-include", action="append", default=[])
     o.add_argument("--upstream-define", action="append", default=[])
+    o.add_argument("--upstream-configure", action="append", default=[], help="a .in template to configure (@VAR@)")
+    o.add_argument("--upstream-configure-var", action="append", default=[], help="NAME=VALUE for the templates")
     o.add_argument("--header", help="public header under --upstream-subdir, copied to --out")
     for s in (g, o):
         s.add_argument("--ggml-subdir", default=GGML_PREFIX_IN_SDIST, help="ggml's directory below the archive's top one")

@@ -59,6 +59,8 @@ from localai.native.target_types import (
     NativeEngineSourcesField,
     SanitizerCoverageField,
     TestBinaryField,
+    UpstreamConfigureFilesField,
+    UpstreamConfigureVarsField,
     UpstreamDefinesField,
     UpstreamIncludeDirsField,
     UpstreamSourcesField,
@@ -235,12 +237,15 @@ class UpstreamSpec:
     exports: tuple[str, ...]
     library: str
     header: str
+    configure_files: tuple[str, ...] = ()
+    configure_vars: tuple[tuple[str, str], ...] = ()
 
     def objects_argv(self, archive_path: str) -> list[str]:
         """The `objects` step's arguments: everything but the link (exports, library name)."""
         argv = ["--upstream-archive", archive_path, "--upstream-subdir", self.subdir, "--header", self.header]
         for flag, values in (("--upstream-source", self.sources), ("--upstream-include", self.include_dirs),
-                             ("--upstream-define", self.defines)):
+                             ("--upstream-define", self.defines), ("--upstream-configure", self.configure_files),
+                             ("--upstream-configure-var", tuple(f"{k}={v}" for k, v in self.configure_vars))):
             for v in values:
                 argv += [flag, v]
         return argv
@@ -360,6 +365,8 @@ class NativeEngineFieldSet(PackageFieldSet):
     upstream_sources: UpstreamSourcesField
     upstream_include_dirs: UpstreamIncludeDirsField
     upstream_defines: UpstreamDefinesField
+    upstream_configure_files: UpstreamConfigureFilesField
+    upstream_configure_vars: UpstreamConfigureVarsField
     exports: ExportsField
 
     def upstream(self) -> UpstreamSpec | None:
@@ -383,6 +390,8 @@ class NativeEngineFieldSet(PackageFieldSet):
             exports=tuple(self.exports.value),
             library=self.library.value,
             header=self.header.value,
+            configure_files=tuple(self.upstream_configure_files.value or ()),
+            configure_vars=tuple(sorted((self.upstream_configure_vars.value or {}).items())),
         )
 
 
