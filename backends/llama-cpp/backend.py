@@ -261,6 +261,9 @@ class LlamaCppServicer(BaseServicer):
         if loaded is not None:
             reply.memory.breakdown["model_bytes"] = loaded.model_bytes
             reply.memory.breakdown["running_sequences"] = len(loaded.scheduler.running)
+            # The most requests one llama_decode has carried since LoadModel (continuous batching).
+            reply.memory.breakdown["max_batch_sequences"] = loaded.scheduler.max_batch_sequences
+            reply.memory.breakdown["parallel"] = loaded.parallel
         return reply
 
 

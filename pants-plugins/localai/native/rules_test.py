@@ -328,3 +328,20 @@ def test_third_party_engine_configure_fields_reach_the_objects_step(rule_runner)
     assert argv[argv.index("--upstream-configure") + 1] == "src/v.h.in"
     # Sorted: the objects step's cache key does not depend on the BUILD file's key order.
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--upstream-configure-var"] == ["A=b", "X_VERSION=1.0"]
+
+
+def test_driver_unity_builds_only_the_listed_sources(tmp_path):
+    import argparse
+
+    d = _driver()
+    (tmp_path / "src" / "models").mkdir(parents=True)
+    for f in ("src/a.cpp", "src/models/m1.cpp", "src/models/m2.cpp"):
+        (tmp_path / f).write_text("")
+    a = argparse.Namespace(upstream_source=["src/*.cpp", "src/models/*.cpp"], upstream_subdir="x", upstream_include=[],
+                           upstream_define=[], ggml_define=[], upstream_unity=["src/models/*.cpp"])
+    text = d.upstream_project(a, str(tmp_path), "/g/include")
+    assert "UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 16" in text
+    assert 'set_source_files_properties("src/a.cpp" PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)' in text
+    assert "UNITY" not in d.upstream_project(argparse.Namespace(**{**vars(a), "upstream_unity": []}), str(tmp_path), "/g")
+    with pytest.raises(SystemExit, match="not among"):
+        d.upstream_project(argparse.Namespace(**{**vars(a), "upstream_source": ["src/*.cpp"]}), str(tmp_path), "/g")
