@@ -151,8 +151,15 @@ class LlamaCppServicer(BaseServicer):
                 raise InvalidArgument(f"cannot make a context of {n_ctx} tokens x {parallel} sequences: {e}") from None
             embed = None
             if request.Embeddings:
-                embed = model.context(n_ctx=n_ctx, n_batch=max(n_batch, n_ctx), n_seq_max=1, threads=threads,
-                                      embeddings=True, flash_attn=FLASH_ATTN[flash], type_k=type_k, type_v=type_v)
+                try:
+                    embed = model.context(n_ctx=n_ctx, n_batch=n_ctx, n_seq_max=1, threads=threads, embeddings=True,
+                                          flash_attn=FLASH_ATTN[flash], type_k=type_k, type_v=type_v)
+                except BaseException:
+                    context.close()
+                    raise
+        except LlamaError as e:
+            model.close()
+            raise InvalidArgument(f"cannot make the embedding context of {n_ctx} tokens: {e}") from None
         except BaseException:
             model.close()
             raise

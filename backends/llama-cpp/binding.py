@@ -246,8 +246,10 @@ class Model:
 
     def context(self, *, n_ctx: int, n_batch: int, n_seq_max: int, threads: int, embeddings: bool = False,
                 flash_attn: int = -1, type_k: int = 1, type_v: int = 1) -> "Context":
+        """embeddings: a mean-pooled context, whose whole input must fit in one micro-batch."""
         p = self.lib.llama_context_default_params()
-        p.n_ctx, p.n_batch, p.n_ubatch, p.n_seq_max = n_ctx, n_batch, min(n_batch, 512), n_seq_max
+        p.n_ctx, p.n_batch, p.n_seq_max = n_ctx, n_batch, n_seq_max
+        p.n_ubatch = n_batch if embeddings else min(n_batch, 512)
         p.n_threads = p.n_threads_batch = threads
         p.flash_attn_type, p.type_k, p.type_v = flash_attn, type_k, type_v
         p.embeddings = embeddings
