@@ -86,7 +86,7 @@ def header_api() -> set[str]:
     with tarfile.open(SDIST) as tf:
         m = next(m for m in tf.getmembers() if m.name.endswith("vendor/llama.cpp/include/llama.h"))
         text = tf.extractfile(m).read().decode()
-    text = re.sub(r"//[^\n]*", "", text).replace("DEPRECATED(", "")
+    text = re.sub(r"//[^\n]*|^\s*#.*$", "", text, flags=re.M).replace("DEPRECATED(", "")  # no macros, no comments
     return set(re.findall(r"\bLLAMA_API\s[^;(]*?\b(\w+)\s*\(", text))
 
 
