@@ -63,7 +63,8 @@ def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=N
                        upstream_include_dirs=["include", "src"], exports=["whisper_*"], fuzz=False)
     """
     allowed = {"ggml_subdir", "ggml_defines", "cmake_options", "upstream_subdir", "upstream_sources",
-               "upstream_include_dirs", "upstream_defines", "exports"}
+               "upstream_include_dirs", "upstream_defines", "upstream_unity_sources", "upstream_configure_files",
+               "upstream_configure_vars", "exports"}
     unknown = sorted(set(build) - allowed)
     if unknown:
         raise ValueError(f"{build_file_dir()}/BUILD: localai_engine() got unknown argument(s) {unknown}; "

@@ -62,10 +62,13 @@ from localai.native.target_types import (
     NativeEngineSourcesField,
     SanitizerCoverageField,
     TestBinaryField,
+    UpstreamConfigureFilesField,
+    UpstreamConfigureVarsField,
     UpstreamDefinesField,
     UpstreamIncludeDirsField,
     UpstreamSourcesField,
     UpstreamSubdirField,
+    UpstreamUnitySourcesField,
 )
 from localai.scripts import script_file
 
@@ -240,12 +243,17 @@ class UpstreamSpec:
     exports: tuple[str, ...]
     library: str
     header: str
+    unity_sources: tuple[str, ...] = ()
+    configure_files: tuple[str, ...] = ()
+    configure_vars: tuple[tuple[str, str], ...] = ()
 
     def objects_argv(self, archive_path: str) -> list[str]:
         """The `objects` step's arguments: everything but the link (exports, library name)."""
         argv = ["--upstream-archive", archive_path, "--upstream-subdir", self.subdir, "--header", self.header]
         for flag, values in (("--upstream-source", self.sources), ("--upstream-include", self.include_dirs),
-                             ("--upstream-define", self.defines)):
+                             ("--upstream-define", self.defines), ("--upstream-unity", self.unity_sources),
+                             ("--upstream-configure", self.configure_files),
+                             ("--upstream-configure-var", tuple(f"{k}={v}" for k, v in self.configure_vars))):
             for v in values:
                 argv += [flag, v]
         return argv
@@ -352,6 +360,9 @@ class NativeEngineFieldSet(PackageFieldSet):
     upstream_sources: UpstreamSourcesField
     upstream_include_dirs: UpstreamIncludeDirsField
     upstream_defines: UpstreamDefinesField
+    upstream_unity_sources: UpstreamUnitySourcesField
+    upstream_configure_files: UpstreamConfigureFilesField
+    upstream_configure_vars: UpstreamConfigureVarsField
     exports: ExportsField
 
     def upstream(self) -> UpstreamSpec | None:
@@ -375,6 +386,9 @@ class NativeEngineFieldSet(PackageFieldSet):
             exports=tuple(self.exports.value),
             library=self.library.value,
             header=self.header.value,
+            unity_sources=tuple(self.upstream_unity_sources.value or ()),
+            configure_files=tuple(self.upstream_configure_files.value or ()),
+            configure_vars=tuple(sorted((self.upstream_configure_vars.value or {}).items())),
         )
 
 

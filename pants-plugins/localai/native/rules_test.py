@@ -303,3 +303,45 @@ def test_driver_extracts_a_subdirectory_below_the_archive_top(tmp_path):
     assert not (tmp_path / "out" / "pkg-1.0" / "other").exists()
     with pytest.raises(SystemExit, match="no missing/"):
         d.extract_subdir(str(archive), "missing", str(tmp_path / "out2"))
+
+
+def test_driver_configures_upstream_templates_like_cmake_configure_file(tmp_path):
+    d = _driver()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "v.h.in").write_text('#define V "@X_VERSION@"\n#define C "@X_COMMIT@"\n')
+    d.configure_files(str(tmp_path), ["src/v.h.in"], ["X_VERSION=1.0-dev", "X_COMMIT=abc"])
+    assert (tmp_path / "src" / "v.h").read_text() == '#define V "1.0-dev"\n#define C "abc"\n'
+    with pytest.raises(SystemExit, match=r"no value for \['X_COMMIT'\]"):
+        d.configure_files(str(tmp_path), ["src/v.h.in"], ["X_VERSION=1"])
+    with pytest.raises(SystemExit, match="no such file"):
+        d.configure_files(str(tmp_path), ["src/missing.h.in"], [])
+    with pytest.raises(SystemExit, match="NAME=VALUE"):
+        d.configure_files(str(tmp_path), ["src/v.h.in"], ["=1"])
+
+
+def test_third_party_engine_configure_fields_reach_the_objects_step(rule_runner):
+    rule_runner.write_files({"engines/x/BUILD": UPSTREAM_BUILD.replace(
+        'exports=["x_*"],', 'exports=["x_*"], upstream_configure_files=["src/v.h.in"], '
+                           'upstream_configure_vars={"X_VERSION": "1.0", "A": "b"},')})
+    spec = NativeEngineFieldSet.create(rule_runner.get_target(Address("engines/x", target_name="avx2"))).upstream()
+    argv = spec.objects_argv("a.tar.gz")
+    assert argv[argv.index("--upstream-configure") + 1] == "src/v.h.in"
+    # Sorted: the objects step's cache key does not depend on the BUILD file's key order.
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--upstream-configure-var"] == ["A=b", "X_VERSION=1.0"]
+
+
+def test_driver_unity_builds_only_the_listed_sources(tmp_path):
+    import argparse
+
+    d = _driver()
+    (tmp_path / "src" / "models").mkdir(parents=True)
+    for f in ("src/a.cpp", "src/models/m1.cpp", "src/models/m2.cpp"):
+        (tmp_path / f).write_text("")
+    a = argparse.Namespace(upstream_source=["src/*.cpp", "src/models/*.cpp"], upstream_subdir="x", upstream_include=[],
+                           upstream_define=[], ggml_define=[], upstream_unity=["src/models/*.cpp"])
+    text = d.upstream_project(a, str(tmp_path), "/g/include")
+    assert "UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 16" in text
+    assert 'set_source_files_properties("src/a.cpp" PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)' in text
+    assert "UNITY" not in d.upstream_project(argparse.Namespace(**{**vars(a), "upstream_unity": []}), str(tmp_path), "/g")
+    with pytest.raises(SystemExit, match="not among"):
+        d.upstream_project(argparse.Namespace(**{**vars(a), "upstream_source": ["src/*.cpp"]}), str(tmp_path), "/g")

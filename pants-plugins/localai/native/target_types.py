@@ -125,6 +125,37 @@ class UpstreamDefinesField(StringSequenceField):
     help = "Preprocessor definitions for the upstream sources, e.g. [\"WHISPER_SHARED\", 'WHISPER_VERSION=\"1.8.5\"']."
 
 
+class UpstreamUnitySourcesField(StringSequenceField):
+    alias = "upstream_unity_sources"
+    default = ()
+    help = help_text(
+        """
+        Globs among `upstream_sources` compiled as a CMake unity build, 16 files per translation
+        unit, the way upstream's own CMake project builds them (e.g. llama.cpp's
+        [\"src/models/*.cpp\"]: 157 small files sharing heavy headers). Everything else is compiled
+        file by file. Saves most of the compile time of such a directory.
+        """
+    )
+
+
+class UpstreamConfigureFilesField(StringSequenceField):
+    alias = "upstream_configure_files"
+    default = ()
+    help = help_text(
+        """
+        Templates under `upstream_subdir` that upstream's own CMake project generates with
+        `configure_file(... @ONLY)`, e.g. [\"src/llama-version.h.in\"]: the objects step writes each
+        one without its `.in` suffix, next to it, replacing `@VAR@` with `upstream_configure_vars`
+        (a variable left unset is an error).
+        """
+    )
+
+
+class UpstreamConfigureVarsField(DictStringToStringField):
+    alias = "upstream_configure_vars"
+    help = "`@VAR@` values for `upstream_configure_files`, e.g. {\"LLAMA_VERSION\": \"0.5.0-dev\"}."
+
+
 class ExportsField(StringSequenceField):
     alias = "exports"
     default = ()
@@ -192,6 +223,9 @@ class NativeEngineTarget(Target):
         UpstreamSourcesField,
         UpstreamIncludeDirsField,
         UpstreamDefinesField,
+        UpstreamUnitySourcesField,
+        UpstreamConfigureFilesField,
+        UpstreamConfigureVarsField,
         ExportsField,
         NativeEngineSourcesField,
         LibraryField,
