@@ -4,7 +4,7 @@
 
 
 def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, version="0.1.0", engines=(), libraries=(),
-                    **kwargs):
+                    tags=None, **kwargs):
     """Declares a backend with one variant per accelerator.
 
     engines:            native engine targets (e.g. "engines/minilm:avx2") built into every
@@ -14,6 +14,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
     accelerators:       names from 3rdparty/accelerators.toml
     size_budget_mb:     {accelerator: MB} budget overrides for the artifact audit
     not_lockable_here:  {accelerator: reason} for variants whose lockfile must be made elsewhere
+    tags:               tags of every variant (e.g. ["by-hand"]: left out of `::`, see pants.toml)
     """
     if not accelerators or isinstance(accelerators, str):
         raise ValueError(
@@ -40,6 +41,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             size_budget_mb=size_budget_mb.get(accel),
             not_lockable_here=not_lockable_here.get(accel),
             version=version,
+            tags=tags,
         )
 
 
