@@ -258,6 +258,7 @@ class UpstreamObjectsRequest:
     ggml_defines: tuple[str, ...]
     cmake_options: tuple[tuple[str, str], ...]
     sanitizer_coverage: bool
+    platform: str = "x86_64"  # a platform of the CPU level table: the objects' zig target
 
 
 @dataclass(frozen=True)
@@ -266,10 +267,13 @@ class UpstreamObjects:
 
 
 @rule(desc="Compile a third-party engine's sources", level=LogLevel.DEBUG)
-async def build_upstream_objects(request: UpstreamObjectsRequest, toolchain: NativeToolchain) -> UpstreamObjects:
+async def build_upstream_objects(
+    request: UpstreamObjectsRequest, toolchain: NativeToolchain, table: CpuLevelTable
+) -> UpstreamObjects:
     archive = await Get(ArchiveFile, Address, request.archive)
-    input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver]))
-    argv = ["objects", *request.spec.objects_argv(archive.path), "--ggml-subdir", request.ggml_subdir,
+    input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver, table.digest]))
+    argv = ["objects", *request.spec.objects_argv(archive.path), "--cpu-levels", TABLE_PATH,
+            "--platform", request.platform, "--ggml-subdir", request.ggml_subdir,
             *ggml_define_args(request.ggml_defines), *cmake_option_args(request.cmake_options), "--out", OBJECTS_OUT]
     if request.sanitizer_coverage:
         argv.append("--sanitizer-coverage")
@@ -279,7 +283,7 @@ async def build_upstream_objects(request: UpstreamObjectsRequest, toolchain: Nat
         toolchain.process(
             argv=argv,
             input_digest=input_digest,
-            description=f"Compile {request.spec.subdir} from {archive.path} (once for every CPU level)",
+            description=f"Compile {request.spec.subdir} from {archive.path} (once for every {request.platform} CPU level)",
             output_directories=(OBJECTS_OUT,),
         ),
     )
@@ -308,7 +312,7 @@ async def build_native_engine(
         objects = await Get(
             UpstreamObjects,
             UpstreamObjectsRequest(request.archive, request.upstream, request.ggml_subdir, request.ggml_defines,
-                                   request.cmake_options, request.sanitizer_coverage),
+                                   request.cmake_options, request.sanitizer_coverage, table.platform(request.cpu_level)),
         )
         inputs.append(objects.digest)
         where = ["--objects", OBJECTS_OUT, *request.upstream.link_argv()]
@@ -408,6 +412,7 @@ def engine_record_json(*, name: str, cpu_level: str, library: str, lib_sha256: s
             "ggml_defines": info.get("defines", []),
             "sanitizer_coverage": info.get("sanitizer_coverage", False),
             "target": info.get("zig_target"),
+            "platform": info.get("platform", "x86_64"),
         }
     )
 
