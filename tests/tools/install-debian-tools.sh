@@ -3,6 +3,9 @@
 #   docker-registry  the CNCF distribution registry (a real OCI registry for the publish and
 #                    LocalAI-installer tests)
 #   skopeo           an independent reader of the image tarball (oci-archive: and docker-archive:)
+#   qemu-user-static qemu-aarch64-static: runs linux/arm64 artifacts on x86_64 (binfmt_misc is
+#                    not mounted in these containers: the tests call it explicitly)
+#   debootstrap      downloads Debian's arm64 packages for the aarch64 CPython those tests run
 # Test-only: the build itself needs none of them. Called by the tests (registry.py) and by
 # .ci/run. Needs root or sudo and a Debian/Ubuntu apt source; anywhere else, install the
 # equivalent package (e.g. `distribution`/`registry`) and put `docker-registry` on PATH.
@@ -10,9 +13,11 @@ set -eu
 missing=""
 command -v docker-registry >/dev/null 2>&1 || missing="$missing docker-registry"
 command -v skopeo >/dev/null 2>&1 || missing="$missing skopeo"
+command -v qemu-aarch64-static >/dev/null 2>&1 || missing="$missing qemu-user-static"
+command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$missing debootstrap"
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry) and skopeo" >&2
+    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry), skopeo, qemu-user-static and debootstrap" >&2
     exit 1
 fi
 sudo=""
