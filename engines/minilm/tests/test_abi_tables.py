@@ -100,3 +100,22 @@ def test_build_and_runtime_read_the_same_cpu_flags_per_level():
     for level, needs in binding.CPU_LEVELS.items():
         assert set(d.CpuLevel(str(TABLE), level).cpu_flags) == needs, level
     assert list(binding.CPU_LEVELS)[-1] == "fallback" and binding.CPU_LEVELS["fallback"] == set()
+
+
+def test_build_and_runtime_agree_on_every_platform_and_the_runtime_picks_per_platform(monkeypatch):
+    from backends.common import cpu_levels
+
+    d = _driver()
+    arm = cpu_levels.levels_of("aarch64")
+    assert list(arm) == ["arm64-i8mm", "arm64-sve", "arm64-dotprod", "arm64-neon"]
+    for level, needs in {**cpu_levels.levels_of("x86_64"), **arm}.items():
+        assert set(d.CpuLevel(str(TABLE), level).cpu_flags) == needs, level
+    # On an aarch64 machine the runtime reads `Features` (a Graviton 2: dotprod and fp16, no SVE).
+    monkeypatch.setattr(cpu_levels, "CPU_LEVELS", arm)
+    graviton2 = {"fp", "asimd", "evtstrm", "aes", "pmull", "sha1", "sha2", "crc32", "atomics", "fphp", "asimdhp",
+                 "cpuid", "asimdrdm", "lrcpc", "dcpop", "asimddp", "ssbs"}
+    assert cpu_levels.pick_level(list(arm), "NO_OVERRIDE", graviton2) == "arm64-dotprod"
+    assert cpu_levels.pick_level(list(arm), "NO_OVERRIDE", graviton2 | {"sve", "i8mm"}) == "arm64-i8mm"
+    assert cpu_levels.pick_level(list(arm), "NO_OVERRIDE", set()) == "arm64-neon"
+    assert cpu_levels.pick_level(["arm64-sve", "arm64-neon"], "NO_OVERRIDE", graviton2) == "arm64-neon"
+    assert cpu_levels.levels_of("riscv64") == {}

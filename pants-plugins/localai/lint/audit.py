@@ -12,6 +12,8 @@ every wheel the lockfile puts into it, grouped by wheel) is read for the librari
 a GPU runtime library the accelerator does not allow (`allowed_gpu_libs`) fails the audit,
 naming wheel, file and library. The scan (lint/elf_scan.py) runs as a Pants process keyed on
 the artifact's digest, so an unchanged artifact is not read again (local or remote cache).
+Every ELF must also be built for the artifact's platform (e_machine): an x86_64 library in an
+arm64 artifact, or the reverse, fails, naming wheel and file.
 """
 from __future__ import annotations
 
@@ -95,6 +97,7 @@ class ElfFile:
     dist: str  # the wheel it comes from ("" for the PEX's own sources)
     file: str  # path inside the archive
     needed: tuple[str, ...]
+    machine: str = "x86_64"  # e_machine, as platform.machine() names it (elf_scan.MACHINES)
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,22 @@ async def scan_elves(request: ElfScanRequest) -> ElfScan:
             f"the ELF scan of {', '.join(request.paths)} failed (exit {result.exit_code}): {result.stderr.decode()}"
         )
     entries = json.loads(result.stdout.decode())
-    return ElfScan(tuple(ElfFile(e["dist"], e["file"], tuple(e["needed"])) for e in entries))
+    return ElfScan(tuple(ElfFile(e["dist"], e["file"], tuple(e["needed"]), e["machine"]) for e in entries))
+
+
+def wrong_machine_lines(platform: str, files: tuple[ElfFile, ...]) -> tuple[str, ...]:
+    """One line per ELF file not built for ``platform`` (platform.machine() spelling: x86_64,
+    aarch64): such a file cannot load on the machines the artifact is for."""
+    lines = []
+    for f in files:
+        if f.machine != platform:
+            where = f"wheel {f.dist}" if f.dist else "the backend's own files"
+            lines.append(
+                f"{where}: {f.file} is an {f.machine} ELF in an artifact for {platform} (it cannot load there); "
+                f"take the {platform} build of {project_of_wheel(f.dist) if f.dist else 'it'} (a lockfile or "
+                f"engine for the artifact's platform)"
+            )
+    return tuple(lines)
 
 
 def gpu_link_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tuple[str, ...]:
@@ -164,6 +182,7 @@ class ArtifactAudit:
     over_budget: bool
     gpu_links: tuple[str, ...] = ()
     elf_files: int = 0
+    wrong_machine: tuple[str, ...] = ()
 
 
 def judge_size(pex_path: str, size_bytes: int, budget_mb: int) -> tuple[str, bool]:
@@ -180,6 +199,7 @@ class BuiltArtifact:
     pex_path: str
     accelerator: Accelerator
     budget_mb: int
+    platform: str = "x86_64"  # the machine it runs on (platform.machine() spelling): every ELF's e_machine
 
 
 @rule(desc="Audit a built backend artifact", level=LogLevel.DEBUG)
@@ -198,6 +218,7 @@ async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
         over_budget=over_budget,
         gpu_links=gpu_link_lines(accel, scan.files),
         elf_files=len(scan.files),
+        wrong_machine=wrong_machine_lines(artifact.platform, scan.files),
     )
 
 
@@ -215,12 +236,12 @@ def artifact_report(target: str, accelerator: str, build_file: str, art: Artifac
         f"{target}: the built artifact holds '{name}', which the {accelerator} accelerator forbids"
         for name in art.forbidden
     ]
-    lines += [f"{target}: {line}" for line in art.gpu_links]
+    lines += [f"{target}: {line}" for line in art.gpu_links + art.wrong_machine]
     if not art.gpu_links:
         lines.append(f"{target}: {art.elf_files} ELF files, none NEEDs a GPU runtime the {accelerator} accelerator does not allow")
     over = f" OVER BUDGET: shrink the requirements, or raise size_budget_mb in {build_file}" if art.over_budget else ""
     lines.append(f"{target}: {art.size_line}{over}")
-    return lines, bool(art.forbidden) or art.over_budget or bool(art.gpu_links)
+    return lines, bool(art.forbidden) or art.over_budget or bool(art.gpu_links) or bool(art.wrong_machine)
 
 
 @rule(desc="Audit backend variants", level=LogLevel.DEBUG)

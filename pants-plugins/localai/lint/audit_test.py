@@ -19,7 +19,7 @@ from localai.lint.audit import (
     project_of_wheel,
     version_of_wheel,
 )
-from localai.lint.elf_scan import NotAnElf, needed_libraries, scan_archive
+from localai.lint.elf_scan import NotAnElf, machine_of, needed_libraries, scan_archive
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.artifact import BackendVariantFieldSet
 from localai.model.lockfile import Lockfile
@@ -79,6 +79,7 @@ def test_variant_without_lockfile_is_reported_not_failed() -> None:
 HERE = Path(__file__).parent
 CUDA_WHEEL = HERE / "torchaudio-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl"
 CLEAN_WHEEL = HERE / "markupsafe-3.0.3-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64.whl"
+ARM64_WHEEL = HERE / "markupsafe-3.0.3-cp311-cp311-manylinux2014_aarch64.manylinux_2_17_aarch64.manylinux_2_28_aarch64.whl"
 MATRIX = AcceleratorMatrix.parse(repo_file("3rdparty/accelerators.toml")).accelerators
 
 
@@ -129,11 +130,12 @@ def _artifact_rule_runner():
     return _RULE_RUNNER[0]
 
 
-def audit_built(tmp_path: Path, accel: str, wheels: list[Path], budget_mb: int = 600, padding: int = 0, engine: bytes = b""):
+def audit_built(tmp_path: Path, accel: str, wheels: list[Path], budget_mb: int = 600, padding: int = 0, engine: bytes = b"",
+                platform: str = "x86_64"):
     rule_runner = _artifact_rule_runner()
     files = packed_pex(wheels, padding, engine)
     digest = rule_runner.make_snapshot({f"dist/backend.pex/{k}": v for k, v in files.items()}).digest
-    art = rule_runner.request(ArtifactAudit, [BuiltArtifact(digest, "dist/backend.pex", MATRIX[accel], budget_mb)])
+    art = rule_runner.request(ArtifactAudit, [BuiltArtifact(digest, "dist/backend.pex", MATRIX[accel], budget_mb, platform)])
     return art, artifact_report(f"backends/demo:{accel}", accel, "backends/demo/BUILD", art)
 
 
@@ -219,3 +221,48 @@ def test_committed_lockfiles_pass_the_name_rules_of_their_accelerator() -> None:
         if accel is None:
             continue
         assert MATRIX[accel].forbidden_in(Lockfile.of(str(lock), lock.read_bytes()).versions()) == (), lock
+
+
+# ---- the architecture of every ELF: one platform per artifact -----------------------------------
+def elf_header(e_machine: int, big_endian: bool = False) -> bytes:
+    """An ELF64 header naming ``e_machine``, no sections or segments: made in the test."""
+    order = "big" if big_endian else "little"
+    return b"\x7fELF\x02" + (b"\x02" if big_endian else b"\x01") + b"\x01" + b"\0" * 9 + (3).to_bytes(2, order) + \
+        e_machine.to_bytes(2, order) + b"\0" * 44
+
+
+def test_scanner_names_the_machine_of_real_wheels_and_made_headers() -> None:
+    assert [e["machine"] for e in scan_archive(str(CLEAN_WHEEL))] == ["x86_64"]
+    assert [e["machine"] for e in scan_archive(str(ARM64_WHEEL))] == ["aarch64"]
+    assert machine_of(elf_header(183)) == "aarch64" and machine_of(elf_header(62, big_endian=True)) == "x86_64"
+    assert machine_of(elf_header(4242)) == "e_machine=4242"
+
+
+def test_arm64_artifact_of_arm64_wheels_passes(tmp_path) -> None:
+    art, (lines, failed) = audit_built(tmp_path, "cpu", [ARM64_WHEEL], platform="aarch64")
+    assert not failed, lines
+    assert art.wrong_machine == () and art.elf_files == 1
+
+
+def test_arm64_artifact_holding_an_x86_64_wheel_fails_naming_wheel_and_file(tmp_path) -> None:
+    art, (lines, failed) = audit_built(tmp_path, "cpu", [ARM64_WHEEL, CLEAN_WHEEL], platform="aarch64")
+    assert failed and len(art.wrong_machine) == 1
+    (line,) = [l for l in lines if "ELF in an artifact for" in l]
+    assert line.startswith(f"backends/demo:cpu: wheel {CLEAN_WHEEL.name}: markupsafe/_speedups.cpython-311-x86_64-linux-gnu.so "
+                           "is an x86_64 ELF in an artifact for aarch64")
+    assert "take the aarch64 build of markupsafe" in line
+
+
+def test_x86_64_artifact_holding_the_arm64_wheel_fails(tmp_path) -> None:
+    art, (lines, failed) = audit_built(tmp_path, "cpu", [CLEAN_WHEEL, ARM64_WHEEL])
+    assert failed
+    (line,) = art.wrong_machine
+    assert line.startswith(f"wheel {ARM64_WHEEL.name}: markupsafe/_speedups.cpython-311-aarch64-linux-gnu.so is an aarch64 ELF "
+                           "in an artifact for x86_64")
+
+
+def test_arm64_artifact_with_an_x86_64_engine_library_names_the_backends_own_file(tmp_path) -> None:
+    art, (lines, failed) = audit_built(tmp_path, "cpu", [ARM64_WHEEL], engine=elf_header(62), platform="aarch64")
+    assert failed
+    (line,) = art.wrong_machine
+    assert line.startswith("the backend's own files: localai_backend/engines/demo/avx2/libdemo.so is an x86_64 ELF")

@@ -4,10 +4,13 @@
 Used two ways: imported by the plugin (and its tests), and run by the audit as a script inside
 a sandboxed Pants process, so its result is cached by the artifact's digest:
 
-    python elf_scan.py PATH...   ->  JSON on stdout: [{"archive", "dist", "file", "needed"}]
+    python elf_scan.py PATH...   ->  JSON on stdout: [{"archive", "dist", "file", "machine", "needed"}]
 
 ``dist`` is the wheel a file comes from: the ``.deps/<wheel>/`` folder of a PEX, or the wheel
-file itself; "" for files of the PEX's own sources. ``file`` is its path inside that wheel. PyPI's torchaudio 2.11 wheel declares no
+file itself; "" for files of the PEX's own sources. ``file`` is its path inside that wheel.
+``machine`` is the architecture the ELF header's e_machine names (platform.machine() spelling:
+x86_64, aarch64; `e_machine=N` for one this reader does not name), so an arm64 artifact holding an
+x86_64 library is found before it fails to load. PyPI's torchaudio 2.11 wheel declares no
 dependency yet its libtorchaudio.abi3.so NEEDs libcudart.so.13: only the ELF says so.
 """
 from __future__ import annotations
@@ -24,8 +27,20 @@ _PT_LOAD, _PT_DYNAMIC = 1, 2
 _DT_NULL, _DT_NEEDED, _DT_STRTAB = 0, 1, 5
 
 
+# e_machine values (the ELF specification's EM_*), named as platform.machine() names them.
+MACHINES = {3: "i386", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390x", 40: "arm", 62: "x86_64", 183: "aarch64",
+            243: "riscv64"}
+
+
 class NotAnElf(ValueError):
     pass
+
+
+def machine_of(data: bytes) -> str:
+    """The architecture of an ELF image, from e_machine (offset 18, the file's byte order)."""
+    end, _ = _layout(data)
+    (e_machine,) = struct.unpack_from(end + "H", data, 18)
+    return MACHINES.get(e_machine, f"e_machine={e_machine}")
 
 
 def _layout(data: bytes):
@@ -134,7 +149,11 @@ def _elf_entry(archive: str, dist: str, file: str, data: bytes) -> dict:
         needed = needed_libraries(data)
     except (NotAnElf, struct.error) as exc:
         needed = [f"<unreadable ELF: {exc}>"]
-    return {"archive": archive, "dist": dist, "file": file, "needed": needed}
+    try:
+        machine = machine_of(data)
+    except (NotAnElf, struct.error) as exc:
+        machine = f"<unreadable ELF: {exc}>"
+    return {"archive": archive, "dist": dist, "file": file, "machine": machine, "needed": needed}
 
 
 def scan_directory(path: str) -> list[dict]:

@@ -28,8 +28,10 @@ exporting only the --export globs (a generated version script).
 against ggml's headers (e.g. GGML_MAX_NAME=128, which changes struct ggml_tensor's layout).
 
 Hermeticity: CMAKE_C/CXX_COMPILER, CMAKE_AR and CMAKE_RANLIB are wrapper scripts around
-`python -m ziglang cc|c++|ar|ranlib -target x86_64-linux-gnu.2.28`; PATH holds only the
-wrapper directory, cmake's and ninja's bin directories; CMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF
+`python -m ziglang cc|c++|ar|ranlib -target <zig_target>`, the target of the level's platform in
+the table's `platforms` (x86_64-linux-gnu.2.28, aarch64-linux-gnu.2.28: one glibc floor); a
+platform other than x86_64 also gets CMAKE_SYSTEM_NAME/CMAKE_SYSTEM_PROCESSOR, so ggml takes its
+ARM branch (GGML_CPU_ARM_ARCH). PATH holds only the wrapper directory, cmake's and ninja's bin directories; CMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF
 so CMake finds no host ld/strip/git. Reproducibility: -ffile-prefix-map for every absolute
 directory, static ggml, `-s` at link (set by the engine's CMakeLists.txt).
 """
@@ -44,28 +46,93 @@ import subprocess
 import sys
 import tarfile
 
-ZIG_TARGET = "x86_64-linux-gnu.2.28"
 GGML_PREFIX_IN_SDIST = "vendor/llama.cpp/ggml"
 
 
 
-class CpuLevel:
-    """One level of the CPU level table: its ggml ISA options and the CPU flags they need."""
+def load_table(table_path: str) -> dict:
+    with open(table_path) as f:
+        return json.load(f)
+
+
+class Platform:
+    """A platform of the CPU level table: its zig target and CMake's system processor."""
 
     def __init__(self, table_path: str, name: str):
-        with open(table_path) as f:
-            table = json.load(f)
-        levels, options = table["levels"], table["ggml_options"]
+        platforms = load_table(table_path)["platforms"]
+        if name not in platforms:
+            raise SystemExit(f"--platform {name}: not a platform of {table_path} ({', '.join(platforms)})")
+        spec = platforms[name]
+        self.name = name
+        self.zig_target = spec["zig_target"]
+        self.system_processor = spec["cmake_system_processor"]
+        self.levels = tuple(spec["levels"])
+
+    @property
+    def cross(self) -> bool:
+        """Built for another architecture than x86_64 (the build machine's): CMake is told so."""
+        return self.name != "x86_64"
+
+    def cmake_args(self) -> list:
+        if not self.cross:  # today's x86_64 builds keep their exact CMake command line
+            return []
+        return ["-DCMAKE_SYSTEM_NAME=Linux", f"-DCMAKE_SYSTEM_PROCESSOR={self.system_processor}"]
+
+    @classmethod
+    def of_level(cls, table_path: str, level: str) -> "Platform":
+        owners = [p for p, spec in load_table(table_path)["platforms"].items() if level in spec["levels"]]
+        if len(owners) != 1:
+            raise SystemExit(f"{table_path}: level {level} is listed by {len(owners)} platforms (expected one)")
+        return cls(table_path, owners[0])
+
+
+def arm_march(table: dict, features) -> str:
+    """The -march ggml's CMake gives an ARM CPU variant with these features (ggml-cpu/CMakeLists.txt,
+    GGML_CPU_ALL_VARIANTS branch): the baseline, bumped to the newest architecture a feature needs,
+    plus each feature's +tag in ggml's order."""
+    known = table["ggml_arm_features"]
+    march = table["platforms"]["aarch64"]["march_baseline"]
+    tags = ""
+    for feature, spec in known.items():  # the table lists them in ggml's order
+        if feature in features:
+            march = max(march, spec["march"], key=_arch_version)
+            tags += spec["tag"]
+    return march + tags
+
+
+def _arch_version(march: str) -> tuple:
+    """armv8-a -> (8, 0), armv8.6-a -> (8, 6)."""
+    m = re.fullmatch(r"armv(\d+)(?:\.(\d+))?-a", march)
+    if not m:
+        raise SystemExit(f"not an ARM architecture name: {march!r}")
+    return int(m.group(1)), int(m.group(2) or 0)
+
+
+class CpuLevel:
+    """One level of the CPU level table: its ggml options and the CPU flags they need."""
+
+    def __init__(self, table_path: str, name: str):
+        table = load_table(table_path)
+        levels, options, arm = table["levels"], table["ggml_options"], table.get("ggml_arm_features", {})
         if name not in levels:
             raise SystemExit(f"--cpu-level {name}: not a level of {table_path} ({', '.join(levels)})")
-        unknown = [o for o in levels[name] if o not in options]
+        self.platform = Platform.of_level(table_path, name)
+        known = arm if self.platform.name == "aarch64" else options
+        unknown = [o for o in levels[name] if o not in known]
         if unknown:
-            raise SystemExit(f"{table_path}: level {name} turns on {unknown}, which are not in ggml_options")
+            raise SystemExit(f"{table_path}: level {name} turns on {unknown}, which are not in "
+                             f"{'ggml_arm_features' if known is arm else 'ggml_options'}")
         self.name = name
-        self.isa_options = tuple(options)
-        # ggml silently disables every ISA option when SOURCE_DATE_EPOCH is set: always pass them all.
-        self.cmake_options = {o: "ON" if o in levels[name] else "OFF" for o in options}
-        self.cpu_flags = sorted({flag for o in levels[name] for flag in options[o]})
+        if known is arm:
+            # ggml's ARM path takes one -march (GGML_CPU_ARM_ARCH); the x86 ISA options are unused.
+            self.isa_options = ("GGML_CPU_ARM_ARCH",)
+            self.cmake_options = {"GGML_CPU_ARM_ARCH": arm_march(table, levels[name])}
+            self.cpu_flags = sorted({flag for o in levels[name] for flag in arm[o]["cpuinfo"]})
+        else:
+            self.isa_options = tuple(options)
+            # ggml silently disables every ISA option when SOURCE_DATE_EPOCH is set: always pass them all.
+            self.cmake_options = {o: "ON" if o in levels[name] else "OFF" for o in options}
+            self.cpu_flags = sorted({flag for o in levels[name] for flag in options[o]})
 
 
 # Same for every CPU level. GGML_LLAMAFILE: llamafile's tiled sgemm for f32/f16/q8_0 matmuls, as
@@ -80,16 +147,16 @@ def _run(argv, env, cwd=None):
     subprocess.run(argv, env=env, cwd=cwd, check=True)
 
 
-def toolchain(workdir: str):
-    """Writes compiler wrappers; returns (env, cmake, ninja, wrapper dir)."""
+def toolchain(workdir: str, platform: Platform):
+    """Writes compiler wrappers for the platform's zig target; returns (env, cmake, ninja, wrapper dir)."""
     import cmake  # from the native-toolchain resolve
     import ninja
 
     wrappers = os.path.join(workdir, "toolchain-bin")
     os.makedirs(wrappers, exist_ok=True)
     tools = {
-        "cc": f'-m ziglang cc -target {ZIG_TARGET}',
-        "c++": f'-m ziglang c++ -target {ZIG_TARGET}',
+        "cc": f'-m ziglang cc -target {platform.zig_target}',
+        "c++": f'-m ziglang c++ -target {platform.zig_target}',
         "ar": "-m ziglang ar",
         "ranlib": "-m ziglang ranlib",
     }
@@ -117,8 +184,11 @@ def toolchain(workdir: str):
 SANITIZER_COVERAGE = "-fsanitize-coverage=inline-8bit-counters,pc-table,trace-cmp"
 
 
-def cmake_common(wrappers, ninja, prefix_maps, level: CpuLevel | None, sanitizer_coverage=False):
-    """level=None: a project that compiles no ggml (upstream objects) gets no ISA options."""
+def cmake_common(wrappers, ninja, prefix_maps, level: CpuLevel | None, sanitizer_coverage=False, *,
+                 platform: Platform | None = None):
+    """level=None: a project that compiles no ggml (upstream objects) gets no ISA options, and names
+    its platform; otherwise the platform is the level's."""
+    platform = platform or level.platform
     flags = " ".join(f"-ffile-prefix-map={src}={dst}" for src, dst in prefix_maps)
     extra = []
     if sanitizer_coverage:
@@ -139,6 +209,7 @@ def cmake_common(wrappers, ninja, prefix_maps, level: CpuLevel | None, sanitizer
         f"-DCMAKE_CXX_FLAGS={flags}",
         "-DBUILD_SHARED_LIBS=OFF",
         "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
+        *platform.cmake_args(),
     ]
     if level is not None:
         args += [f"-D{k}={v}" for k, v in level.cmake_options.items()]
@@ -187,9 +258,9 @@ def ggml_version(ggml_src: str) -> str:
 
 def build_ggml(a):
     work = os.path.abspath(".native-work")
-    env, cmake, ninja, wrappers = toolchain(work)
-    src = extract_ggml(a.sdist, os.path.join(work, "src"), a.ggml_subdir)
     level = CpuLevel(a.cpu_levels, a.cpu_level)
+    env, cmake, ninja, wrappers = toolchain(work, level.platform)
+    src = extract_ggml(a.sdist, os.path.join(work, "src"), a.ggml_subdir)
     extra = extra_options(a.cmake_option, level)
     defines = checked_defines(a.ggml_define)
     build = os.path.join(work, "build")
@@ -214,7 +285,7 @@ def build_ggml(a):
     shutil.copytree(os.path.join(src, "include"), os.path.join(out, "include"))
     with open(os.path.join(out, "ggml-build.json"), "w") as f:
         json.dump({"ggml_version": ggml_version(src), "cpu_level": level.name, "cpu_flags": level.cpu_flags,
-                   "cmake_options": {**GGML_COMMON, **level.cmake_options, **extra}, "zig_target": ZIG_TARGET,
+                   "cmake_options": {**GGML_COMMON, **level.cmake_options, **extra}, "zig_target": level.platform.zig_target, "platform": level.platform.name,
                    "defines": defines, "sanitizer_coverage": a.sanitizer_coverage}, f, indent=2, sort_keys=True)
     shutil.rmtree(work)
 
@@ -309,7 +380,8 @@ def build_objects(a):
     """Compiles a third-party engine's sources once (no CPU level) into --out/libupstream.a, with
     its public header next to it."""
     work = os.path.abspath(".native-work-objects")
-    env, cmake, ninja, wrappers = toolchain(work)
+    platform = Platform(a.cpu_levels, a.platform)
+    env, cmake, ninja, wrappers = toolchain(work, platform)
     src = extract_subdir(a.upstream_archive, a.upstream_subdir, os.path.join(work, "upstream"))
     ggml_include = os.path.join(extract_subdir(a.upstream_archive, a.ggml_subdir, os.path.join(work, "ggml")), "include")
     if any(c.isspace() for c in work):
@@ -319,7 +391,7 @@ def build_objects(a):
         f.write(upstream_project(a, src, ggml_include))
     build = os.path.join(work, "build")
     maps = [(src, "."), (os.path.dirname(ggml_include), "ggml"), (build, "build"), (work, ".")]
-    _run([cmake, "-S", src, "-B", build, *cmake_common(wrappers, ninja, maps, None, a.sanitizer_coverage),
+    _run([cmake, "-S", src, "-B", build, *cmake_common(wrappers, ninja, maps, None, a.sanitizer_coverage, platform=platform),
           *(f"-D{k}={v}" for k, v in extra_options(a.cmake_option, None).items())], env)
     _run([cmake, "--build", build, "-j", str(a.jobs)], env)
     out = os.path.abspath(a.out)
@@ -353,8 +425,8 @@ def link_upstream(a, env, wrappers, work):
 
 def build_engine(a):
     work = os.path.abspath(".native-work-engine")
-    env, cmake, ninja, wrappers = toolchain(work)
     level = CpuLevel(a.cpu_levels, a.cpu_level)
+    env, cmake, ninja, wrappers = toolchain(work, level.platform)
     if a.objects:
         link_upstream(a, env, wrappers, work)
         shutil.rmtree(work)
@@ -395,6 +467,8 @@ def main():
     o.add_argument("--upstream-configure", action="append", default=[], help="a .in template to configure (@VAR@)")
     o.add_argument("--upstream-configure-var", action="append", default=[], help="NAME=VALUE for the templates")
     o.add_argument("--header", help="public header under --upstream-subdir, copied to --out")
+    o.add_argument("--cpu-levels", required=True, help="the CPU level table (backends/common/cpu_levels.json)")
+    o.add_argument("--platform", default="x86_64", help="a platform of --cpu-levels (its zig target)")
     for s in (g, o):
         s.add_argument("--ggml-subdir", default=GGML_PREFIX_IN_SDIST, help="ggml's directory below the archive's top one")
         s.add_argument("--ggml-define", action="append", default=[], help="NAME[=VALUE] for ggml and code using its headers")

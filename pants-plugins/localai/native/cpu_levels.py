@@ -5,6 +5,8 @@ reads it twice, both times from that file:
 - its level names when the plugin loads: the `cpu_level` choices of `native_engine` and
   `LOCALAI_CPU_LEVELS`, the localai_engine macro's default (pantsd restarts when the file
   changes: pants.toml `pantsd_invalidation_globs`);
+- its `platforms` (which levels are x86_64's, which aarch64's): a level's platform picks the zig
+  target of every process of its build (the objects step of a third-party engine too);
 - its bytes through the engine for every build (`CpuLevelTable`): an input of every ggml and
   engine process, which cmake_driver.py turns into ISA options, so editing it rebuilds them.
 """
@@ -39,6 +41,21 @@ def level_names(content: bytes | str, origin: str = TABLE_PATH) -> tuple[str, ..
     return tuple(levels)
 
 
+def level_platforms(content: bytes | str, origin: str = TABLE_PATH) -> dict[str, str]:
+    """{level: its platform} (platform.machine() names: x86_64, aarch64), from the table's
+    `platforms`; every level belongs to exactly one."""
+    names = level_names(content, origin)
+    try:
+        platforms = json.loads(content)["platforms"]
+        owners = {level: [p for p, spec in platforms.items() if level in spec["levels"]] for level in names}
+    except (KeyError, TypeError) as e:
+        raise CpuLevelTableError(f"{origin}: no `platforms` {{name: {{\"levels\": [...]}}}} ({e!r})") from e
+    wrong = {level: found for level, found in owners.items() if len(found) != 1}
+    if wrong:
+        raise CpuLevelTableError(f"{origin}: every level must belong to exactly one platform of `platforms`; {wrong}")
+    return {level: found[0] for level, found in owners.items()}
+
+
 def _names_at_load() -> tuple[str, ...]:
     path = _BUILD_ROOT / TABLE_PATH
     try:
@@ -55,6 +72,10 @@ CPU_LEVELS = _names_at_load()
 class CpuLevelTable:
     digest: Digest  # TABLE_PATH, at its repository path
     levels: tuple[str, ...]
+    platforms: tuple[tuple[str, str], ...] = ()  # (level, platform)
+
+    def platform(self, level: str) -> str:
+        return dict(self.platforms)[level]
 
     def check(self, level: str, owner: str) -> None:
         if level not in self.levels:
@@ -70,7 +91,8 @@ async def cpu_level_table() -> CpuLevelTable:
     contents = await Get(DigestContents, Digest, digest)
     if not contents:
         raise CpuLevelTableError(f"{TABLE_PATH} does not exist: the native engines' CPU levels are defined there")
-    return CpuLevelTable(digest, level_names(contents[0].content))
+    content = contents[0].content
+    return CpuLevelTable(digest, level_names(content), tuple(level_platforms(content).items()))
 
 
 def rules():

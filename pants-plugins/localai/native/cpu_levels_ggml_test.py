@@ -95,3 +95,57 @@ def test_the_check_reads_flags_per_option():
     blocks = x86_isa_flags(text)
     assert blocks == {"GGML_AVX512": {"-mavx512f", "-mavx512cd"}, "GGML_SSE42": {"-msse4.2"}}
     assert {cpuinfo_name(f) for f in blocks["GGML_SSE42"]} == {"sse4_2"}
+
+
+def arm_variants(src_cmake: str) -> dict[str, tuple[str, ...]]:
+    """{variant: its features} of ggml's Linux ARM CPU variants (ggml/src/CMakeLists.txt,
+    `ggml_add_cpu_backend_variant(armv8.2_2 DOTPROD FP16_VECTOR_ARITHMETIC)`)."""
+    found = re.findall(r"ggml_add_cpu_backend_variant\((armv[\w.]+)((?:[ \t]+\w+)*)\)", src_cmake)
+    return {name: tuple(features.split()) for name, features in found}
+
+
+def arm_march_rules(cpu_cmake: str) -> dict[str, tuple[str, str]]:
+    """{feature: (the -march it bumps to or "" , the +tag it adds)} from ggml-cpu's
+    GGML_CPU_ALL_VARIANTS branch for ARM, in ggml's order."""
+    start = cpu_cmake.index("elseif(GGML_CPU_ALL_VARIANTS)")
+    end = cpu_cmake.index('list(APPEND ARCH_FLAGS "-march=${ARM_MCPU}${ARCH_TAGS}")', start)
+    rules = {}
+    for m in re.finditer(r"if \(GGML_INTERNAL_(\w+)\)\n(.*?)endif\(\)", cpu_cmake[start:end], re.S):
+        march = re.search(r'set\(ARM_MCPU "([^"]+)"\)', m.group(2))
+        tag = re.search(r'set\(ARCH_TAGS "\$\{ARCH_TAGS\}(\+\w+)"\)', m.group(2))
+        rules[m.group(1)] = (march.group(1) if march else "", tag.group(1) if tag else "")
+    return rules
+
+
+def test_arm_levels_are_ggmls_own_variants():
+    # The aarch64 levels are the llama.cpp sdist's ggml (the engines' ggml) CPU variants, and each
+    # feature's -march bump and +tag are what ggml's CMake gives it.
+    archive = "3rdparty/native/llama_cpp_python-0.3.36.tar.gz"
+    ggml = ARCHIVES[archive]
+    src_path, cpu_path = f"{ggml}/src/CMakeLists.txt", f"{ggml}/src/ggml-cpu/CMakeLists.txt"
+    texts = read_members(archive, (src_path, cpu_path))
+    variants, rules = arm_variants(texts[src_path]), arm_march_rules(texts[cpu_path])
+    assert {"armv8.0_1", "armv8.2_2", "armv8.6_1"} <= set(variants) and "DOTPROD" in rules, (variants, rules)
+    for level in TABLE["platforms"]["aarch64"]["levels"]:
+        assert tuple(TABLE["levels"][level]) == variants[TABLE["ggml_variant"][level]], level
+    features = TABLE["ggml_arm_features"]
+    assert list(features) == [f for f in rules if f in features]  # ggml's order: the tags' order
+    for feature, spec in features.items():
+        assert (spec["march"], spec["tag"]) == rules[feature], feature
+    assert 'set(ARM_MCPU "armv8-a")' in texts[cpu_path]
+    assert TABLE["platforms"]["aarch64"]["march_baseline"] == "armv8-a"
+
+
+def test_the_arm_parsers_read_ggmls_shapes():
+    src = "ggml_add_cpu_backend_variant(armv8.0_1)\n    ggml_add_cpu_backend_variant(armv8.2_1    DOTPROD)\n"
+    assert arm_variants(src) == {"armv8.0_1": (), "armv8.2_1": ("DOTPROD",)}
+    cpu = '''elseif(GGML_CPU_ALL_VARIANTS)
+                    if (GGML_INTERNAL_DOTPROD)
+                        set(ARM_MCPU "armv8.2-a")
+                        set(ARCH_TAGS "${ARCH_TAGS}+dotprod")
+                    endif()
+                    if (GGML_INTERNAL_NOSVE)
+                        set(ARCH_TAGS "${ARCH_TAGS}+nosve")
+                    endif()
+                    list(APPEND ARCH_FLAGS "-march=${ARM_MCPU}${ARCH_TAGS}")'''
+    assert arm_march_rules(cpu) == {"DOTPROD": ("armv8.2-a", "+dotprod"), "NOSVE": ("", "+nosve")}

@@ -266,6 +266,7 @@ class UpstreamSpec:
 class UpstreamObjectsRequest:
     settings: GgmlSettings
     spec: UpstreamSpec
+    platform: str = "x86_64"  # a platform of the CPU level table: the objects' zig target
 
 
 @dataclass(frozen=True)
@@ -274,17 +275,20 @@ class UpstreamObjects:
 
 
 @rule(desc="Compile a third-party engine's sources", level=LogLevel.DEBUG)
-async def build_upstream_objects(request: UpstreamObjectsRequest, toolchain: NativeToolchain) -> UpstreamObjects:
+async def build_upstream_objects(
+    request: UpstreamObjectsRequest, toolchain: NativeToolchain, table: CpuLevelTable
+) -> UpstreamObjects:
     archive = await Get(ArchiveFile, Address, request.settings.archive)
-    input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver]))
-    argv = ["objects", *request.spec.objects_argv(archive.path), *request.settings.ggml_args(), "--out", OBJECTS_OUT]
+    input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver, table.digest]))
+    argv = ["objects", *request.spec.objects_argv(archive.path), "--cpu-levels", TABLE_PATH, "--platform", request.platform,
+            *request.settings.ggml_args(), "--out", OBJECTS_OUT]
     result = await Get(
         ProcessResult,
         VenvPexProcess,
         toolchain.process(
             argv=argv,
             input_digest=input_digest,
-            description=f"Compile {request.spec.subdir} from {archive.path} (once for every CPU level)",
+            description=f"Compile {request.spec.subdir} from {archive.path} (once for every {request.platform} CPU level)",
             output_directories=(OBJECTS_OUT,),
         ),
     )
@@ -309,7 +313,10 @@ async def build_native_engine(
     src_dir = request.address.spec_path
     inputs = [sources.snapshot.digest, ggml.digest, toolchain.driver, table.digest]
     if request.upstream:
-        objects = await Get(UpstreamObjects, UpstreamObjectsRequest(settings=request.settings, spec=request.upstream))
+        objects = await Get(
+            UpstreamObjects,
+            UpstreamObjectsRequest(settings=request.settings, spec=request.upstream, platform=table.platform(request.cpu_level)),
+        )
         inputs.append(objects.digest)
         where = ["--objects", OBJECTS_OUT, *request.upstream.link_argv()]
     else:
@@ -413,6 +420,7 @@ def engine_record_json(*, name: str, cpu_level: str, library: str, lib_sha256: s
             "ggml_defines": info.get("defines", []),
             "sanitizer_coverage": info.get("sanitizer_coverage", False),
             "target": info.get("zig_target"),
+            "platform": info.get("platform", "x86_64"),
         }
     )
 

@@ -15,7 +15,7 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from localai.native import register
-from localai.native.cpu_levels import _BUILD_ROOT, TABLE_PATH, CpuLevelTable, CpuLevelTableError
+from localai.native.cpu_levels import _BUILD_ROOT, TABLE_PATH, CpuLevelTable, CpuLevelTableError, level_platforms
 from localai.native.rules import GgmlBuild, NativeBuildError, NativeEngineFieldSet, engine_record_json
 from localai.native.target_types import (
     CPU_LEVELS,
@@ -76,12 +76,15 @@ def test_unknown_cpu_level_is_rejected(rule_runner):
 def test_the_build_reads_the_table_through_the_engine(rule_runner):
     # Not the copy read at plugin load: the file in the build root, whose digest goes into every
     # ggml/engine process (so editing it rebuilds them).
-    rule_runner.write_files({TABLE_PATH: json.dumps({"ggml_options": {}, "levels": {"v9": [], "v1": []}})})
+    rule_runner.write_files({TABLE_PATH: json.dumps({"ggml_options": {}, "levels": {"v9": [], "v1": [], "a1": []},
+                                                     "platforms": {"x86_64": {"levels": ["v9", "v1"]},
+                                                                   "aarch64": {"levels": ["a1"]}}})})
     table = rule_runner.request(CpuLevelTable, [])
-    assert table.levels == ("v9", "v1")
+    assert table.levels == ("v9", "v1", "a1")
+    assert (table.platform("v1"), table.platform("a1")) == ("x86_64", "aarch64")
     table.check("v1", "engines/x:v1")
     with pytest.raises(CpuLevelTableError, match=r"engines/x:avx2: cpu_level='avx2' is not a level of "
-                                                 r"backends/common/cpu_levels.json \(v9, v1\)"):
+                                                 r"backends/common/cpu_levels.json \(v9, v1, a1\)"):
         table.check("avx2", "engines/x:avx2")
 
 
@@ -95,7 +98,7 @@ def test_engine_record_json():
     assert meta == {"name": "minilm", "cpu_level": "avx2", "cpu_flags": ["avx", "avx2"], "library": "libminilm.so",
                     "sha256": "ab" * 32, "header": "minilm.h", "ggml_version": "0.25.3",
                     "ggml_cmake_options": {"GGML_AVX2": "ON"}, "ggml_defines": ["GGML_MAX_NAME=128"],
-                    "target": "x86_64-linux-gnu.2.28", "sanitizer_coverage": True,
+                    "target": "x86_64-linux-gnu.2.28", "sanitizer_coverage": True, "platform": "x86_64",
                     "source": {"archive": "3rdparty/native:sdist", "url": "https://x/s.tar.gz", "sha256": "cd" * 32}}
 
 
@@ -110,9 +113,20 @@ def _level(name: str):
     return _driver().CpuLevel(str(_BUILD_ROOT / TABLE_PATH), name)
 
 
+X86_LEVELS = tuple(TABLE["platforms"]["x86_64"]["levels"])
+ARM_LEVELS = tuple(TABLE["platforms"]["aarch64"]["levels"])
+
+
+def test_every_level_has_one_platform():
+    assert set(X86_LEVELS) | set(ARM_LEVELS) == set(CPU_LEVELS) and not set(X86_LEVELS) & set(ARM_LEVELS)
+    assert X86_LEVELS == ("avx512", "avx2", "fallback")  # today's names and builds, unchanged
+    with pytest.raises(CpuLevelTableError, match="exactly one platform"):
+        level_platforms(json.dumps({"levels": {"a": []}, "platforms": {"x86_64": {"levels": []}}}))
+
+
 def test_driver_always_passes_every_isa_option():
     # ggml silently turns every ISA option off when SOURCE_DATE_EPOCH is set: never rely on defaults.
-    for name in CPU_LEVELS:
+    for name in X86_LEVELS:
         level = _level(name)
         assert list(level.cmake_options) == list(TABLE["ggml_options"]), name
         on = {o for o, v in level.cmake_options.items() if v == "ON"}
@@ -126,6 +140,25 @@ def test_driver_always_passes_every_isa_option():
     assert set(_level("avx512").cmake_options.values()) == {"ON"}
     assert set(_level("avx512").cpu_flags) == set(avx2.cpu_flags) | {"avx512f", "avx512cd", "avx512vl", "avx512dq",
                                                                      "avx512bw"}
+    x86 = _driver().cmake_common("/w", "/n/ninja", [], avx2)
+    assert not any(a.startswith(("-DCMAKE_SYSTEM_NAME", "-DGGML_CPU_ARM_ARCH")) for a in x86)  # as before
+
+
+def test_driver_builds_arm_levels_with_ggmls_march_for_aarch64():
+    # ggml's ARM path takes one -march (GGML_CPU_ARM_ARCH), the one its CPU variants compute.
+    marches = {name: _level(name).cmake_options for name in ARM_LEVELS}
+    assert marches == {"arm64-neon": {"GGML_CPU_ARM_ARCH": "armv8-a"},
+                       "arm64-dotprod": {"GGML_CPU_ARM_ARCH": "armv8.2-a+dotprod+fp16"},
+                       "arm64-sve": {"GGML_CPU_ARM_ARCH": "armv8.2-a+dotprod+fp16+sve"},
+                       "arm64-i8mm": {"GGML_CPU_ARM_ARCH": "armv8.6-a+dotprod+fp16+sve+i8mm"}}
+    assert _level("arm64-neon").cpu_flags == [] and _level("arm64-i8mm").cpu_flags == ["asimddp", "asimdhp", "i8mm", "sve"]
+    level = _level("arm64-dotprod")
+    assert level.platform.zig_target == "aarch64-linux-gnu.2.28"
+    args = _driver().cmake_common("/w", "/n/ninja", [], level)
+    assert "-DCMAKE_SYSTEM_NAME=Linux" in args and "-DCMAKE_SYSTEM_PROCESSOR=aarch64" in args
+    assert [a for a in args if a.startswith("-DGGML_")] == ["-DGGML_CPU_ARM_ARCH=armv8.2-a+dotprod+fp16"]
+    with pytest.raises(SystemExit, match="GGML_CPU_ARM_ARCH"):
+        _driver().extra_options(["GGML_CPU_ARM_ARCH=native"], level)
 
 
 def test_driver_rejects_a_level_or_option_the_table_does_not_define(tmp_path):
@@ -133,8 +166,13 @@ def test_driver_rejects_a_level_or_option_the_table_does_not_define(tmp_path):
     with pytest.raises(SystemExit, match="--cpu-level avx9000: not a level of .*cpu_levels.json"):
         _level("avx9000")
     bad = tmp_path / "t.json"
-    bad.write_text(json.dumps({"ggml_options": {"GGML_AVX": ["avx"]}, "levels": {"x": ["GGML_AVX", "GGML_AMX"]}}))
+    platforms = {"x86_64": {"zig_target": "x86_64-linux-gnu.2.28", "cmake_system_processor": "x86_64", "levels": ["x"]}}
+    bad.write_text(json.dumps({"ggml_options": {"GGML_AVX": ["avx"]}, "levels": {"x": ["GGML_AVX", "GGML_AMX"]},
+                               "platforms": platforms}))
     with pytest.raises(SystemExit, match=r"level x turns on \['GGML_AMX'\], which are not in ggml_options"):
+        d.CpuLevel(str(bad), "x")
+    bad.write_text(json.dumps({"ggml_options": {}, "levels": {"x": []}, "platforms": {}}))
+    with pytest.raises(SystemExit, match="level x is listed by 0 platforms"):
         d.CpuLevel(str(bad), "x")
 
 

@@ -1,0 +1,78 @@
+"""An aarch64 CPython 3.11 on x86_64, run under qemu-user, for tests of linux/arm64 artifacts.
+
+Assembled from Debian bookworm's arm64 packages: `debootstrap --foreign --arch=arm64
+--variant=minbase --include=python3` downloads them (and unpacks the required ones), every
+downloaded .deb is then unpacked with `dpkg-deb -x` into the same root, which becomes the
+sysroot that `qemu-aarch64-static -L <root>` resolves the dynamic loader and libraries from.
+binfmt_misc is not mounted in these containers, so qemu is called explicitly. Cached (built once
+per machine) under ~/.cache/localai-build/ ($LOCALAI_BUILD_CACHE); the tools come from
+tests/tools/install-debian-tools.sh. Emulated timings are emulation's, never arm64's.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from tests.integration.registry import debian_tool
+
+SUITE = "bookworm"
+MIRROR = os.environ.get("LOCALAI_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+CACHE = Path(os.environ.get("LOCALAI_BUILD_CACHE", "~/.cache/localai-build")).expanduser()
+ROOT = CACHE / f"aarch64-cpython-3.11-debian-{SUITE}"
+PYTHON = "usr/bin/python3.11"
+
+
+class Aarch64PythonError(RuntimeError):
+    pass
+
+
+def _debootstrap() -> str:
+    found = shutil.which("debootstrap") or ("/usr/sbin/debootstrap" if os.access("/usr/sbin/debootstrap", os.X_OK) else None)
+    if found:
+        return found
+    debian_tool("qemu-aarch64-static")  # installs both
+    if not os.access("/usr/sbin/debootstrap", os.X_OK):
+        raise Aarch64PythonError("tests/tools/install-debian-tools.sh did not install debootstrap")
+    return "/usr/sbin/debootstrap"
+
+
+def sysroot() -> Path:
+    """The cached aarch64 root holding usr/bin/python3.11 (assembled on first use)."""
+    if (ROOT / PYTHON).is_file():
+        return ROOT
+    CACHE.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="aarch64-root-", dir=CACHE))
+    root = work / "root"
+    cmd = [_debootstrap(), "--foreign", "--arch=arm64", "--variant=minbase", "--include=python3", SUITE, str(root), MIRROR]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    debs = sorted((root / "var/cache/apt/archives").glob("*.deb"))
+    if result.returncode != 0 or not debs:
+        shutil.rmtree(work, ignore_errors=True)
+        raise Aarch64PythonError(f"`{' '.join(cmd)}` failed (needs root and a reachable Debian mirror, "
+                                 f"LOCALAI_DEBIAN_MIRROR):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    for deb in debs:
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True, capture_output=True)
+        deb.unlink()
+    if not (root / PYTHON).is_file():
+        shutil.rmtree(work, ignore_errors=True)
+        raise Aarch64PythonError(f"the arm64 packages of {SUITE} gave no {PYTHON}")
+    try:
+        root.rename(ROOT)  # atomic: a concurrent test either sees nothing or the whole root
+    except OSError:
+        if not (ROOT / PYTHON).is_file():
+            raise
+    shutil.rmtree(work, ignore_errors=True)
+    return ROOT
+
+
+def qemu() -> str:
+    return debian_tool("qemu-aarch64-static")
+
+
+def python_argv() -> list[str]:
+    """argv prefix running the aarch64 python3.11 under qemu (append the script and its arguments)."""
+    root = sysroot()
+    return [qemu(), "-L", str(root), str(root / PYTHON)]
