@@ -137,7 +137,7 @@ def main():
         assert proc.stub.LoadModel(options, timeout=600).success
         load = time.perf_counter() - t0
         for c in a.concurrency:
-            runs = [concurrent(lambda i: grpc_request(proc.stub, prompts[i], a.tokens), c) for _ in range(a.repeat)]
+            runs = [concurrent(lambda i, stub=proc.stub: grpc_request(stub, prompts[i], a.tokens), c) for _ in range(a.repeat)]
             rss = proc.stub.Status(backend_pb2.HealthMessage(), timeout=10).memory.breakdown["max_rss"] / 2 ** 20
             rows.append((name, c, statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs),
                          load, rss))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pants.engine.rules import Get, collect_rules, rule
-from pants.engine.target import AllUnexpandedTargets, DescriptionField
+from pants.engine.target import AllUnexpandedTargets, DescriptionField, Tags
 from pants.util.logging import LogLevel
 
 TESTS_ALIAS = "python_tests"
