@@ -71,7 +71,13 @@ async def run_zizmor(request: ZizmorRequest.Batch[str, Any], zizmor: Zizmor) -> 
             level=LogLevel.DEBUG,
         ),
     )
-    return LintResult.create(request, result)
+    # Not LintResult.create: it reads a partition description, and this partition has no metadata.
+    return LintResult(
+        exit_code=result.exit_code,
+        stdout=result.stdout.decode(),
+        stderr=result.stderr.decode(),
+        linter_name=ZizmorRequest.tool_name,
+    )
 
 
 def rules():
