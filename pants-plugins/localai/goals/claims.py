@@ -62,7 +62,8 @@ def render_catalog(catalog: TestCatalog) -> str:
     for entry in catalog.entries:
         text = (entry.description or "(undocumented)").replace("|", "\\|")
         if entry.by_hand:
-            text = f"**By hand, not in CI** (`./pants --tag={BY_HAND_TAG} test {entry.address}`). {text}"
+            command = f"./pants --tag=\"['{BY_HAND_TAG}']\" test {entry.address}"
+            text = f"**By hand, not in CI** (`{command}`). {text}"
         lines.append(f"| `{entry.address}` | {text} |")
     return "\n".join(lines) + "\n"
 
