@@ -63,9 +63,9 @@ from localai.package.records import ARTIFACT
 from localai.package.sbom import engine_components
 from localai.scripts import script_file
 from localai.target_types import LOCALAI_LAYOUT, LocalAISourcesField, ProtoSourcesField
+from localai.upstream.layout import COMMON_DIR
 
 BACKEND_PACKAGE = "localai_backend"  # the backend's own files, whatever its folder is called
-COMMON_DIR = "common"  # LocalAI's shared helpers, next to its backend folders
 ENTRY_POINTS = {
     "backend": f"{BACKEND_PACKAGE}.backend:main",
     # pex runs a module given without a function as __main__; for a package, its __main__.py
