@@ -1,16 +1,34 @@
 """Starts a packaged backend PEX as a subprocess, as LocalAI does, and talks to it over gRPC."""
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterable
 
 import grpc
 
 from backends.proto import backend_pb2, backend_pb2_grpc
+
+
+def packaged_cpu_levels(levels: tuple[str, ...]) -> tuple[str, ...]:
+    """The engine CPU levels a backend listing `levels` carries: those .ci/run keeps with
+    PANTS_LOCALAI_NATIVE_CPU_LEVELS (passed to tests by pants.toml's [test].extra_env_vars), or all."""
+    kept = os.environ.get("PANTS_LOCALAI_NATIVE_CPU_LEVELS")
+    if not kept:
+        return levels
+    names = ast.literal_eval(kept)  # a Pants list option value, e.g. "['fallback', 'avx2']"
+    return tuple(level for level in levels if level in names)
+
+
+def packaged_levels(names: Iterable[str], engine: str, library: str) -> set[str]:
+    """The CPU levels of `engine` whose `library` is among a PEX's file names."""
+    prefix = f"localai_backend/engines/{engine}/"
+    return {n.split(prefix, 1)[1].split("/")[0] for n in names if prefix in n and n.endswith(f"/{library}")}
 
 
 def free_port() -> int:

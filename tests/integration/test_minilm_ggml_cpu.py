@@ -9,10 +9,11 @@ import pytest
 
 from backends.proto import backend_pb2
 from engines.minilm.convert import convert, default_model_dir
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_files
+from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files
 from tests.integration.rpc_checks import undecodable_requests_are_invalid_argument
 from tests.integration.tiny_models import minilm_dir
 
+LEVELS = packaged_cpu_levels(("fallback", "avx2", "avx512"))
 TEXTS = ["A man is eating food.", "Ünïcödé ünd 日本語のテキスト 🙂", "x" * 3000, "short"]
 
 
@@ -52,8 +53,7 @@ def cos(a, b) -> float:
 def test_pex_carries_the_engine_and_no_torch() -> None:
     pex = dist_path("minilm-ggml", "cpu", "backend.pex")
     names = pex_files(pex)
-    for level in ("fallback", "avx2", "avx512"):
-        assert any(n.endswith(f"localai_backend/engines/minilm/{level}/libminilm.so") for n in names), level
+    assert packaged_levels(names, "minilm", "libminilm.so") == set(LEVELS)
     assert not [d for d in pex_distributions(pex) if d.startswith(("torch", "nvidia"))]
 
 
@@ -67,7 +67,7 @@ def test_sbom_names_the_pinned_source_archive_each_engine_was_compiled_from() ->
     assert ref["url"].endswith("/llama_cpp_python-0.3.36.tar.gz")
     assert ref["hashes"] == [{"alg": "SHA-256", "content": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"}]
     libraries = [c for c in sbom["components"] if c["bom-ref"].startswith("native:")]
-    assert sorted(c["name"] for c in libraries) == [f"minilm/{l}/libminilm.so" for l in ("avx2", "avx512", "fallback")]
+    assert sorted(c["name"] for c in libraries) == [f"minilm/{l}/libminilm.so" for l in sorted(LEVELS)]
 
 
 def test_native_matches_sentence_transformers_and_the_python_backend(native, python_backend) -> None:

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_files
+from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 from tests.integration.sd_cpp_models import random_sdxs
 
 BACKEND = "stablediffusion-ggml"
-LEVELS = ("fallback", "avx2", "avx512")
+LEVELS = packaged_cpu_levels(("fallback", "avx2", "avx512"))
 LIB = "libstable-diffusion.so"
 SDIST = Path("3rdparty/native/stable_diffusion_cpp_python-0.4.7.tar.gz")
 
@@ -78,8 +78,7 @@ def generate(stub, dst: Path, seed: int, width: int = 64, height: int = 64, step
 
 def test_pex_carries_every_cpu_level_and_no_python_ml_stack(pex) -> None:
     names = pex_files(pex)
-    for level in LEVELS:
-        assert any(n.endswith(f"localai_backend/engines/stable-diffusion-cpp/{level}/{LIB}") for n in names), level
+    assert packaged_levels(names, "stable-diffusion-cpp", LIB) == set(LEVELS)
     dists = pex_distributions(pex)
     banned = [d for d in dists if d.lower().startswith(("torch", "numpy", "pillow", "diffusers", "nvidia"))]
     assert not banned, banned
@@ -214,7 +213,7 @@ def test_every_cpu_level_this_machine_runs_generates(model, tmp_path) -> None:
     from backends.common.cpu_levels import CPU_LEVELS, cpu_flags
 
     images = {}
-    for level in [lvl for lvl in reversed(CPU_LEVELS) if CPU_LEVELS[lvl] <= cpu_flags()]:
+    for level in [lvl for lvl in reversed(CPU_LEVELS) if lvl in LEVELS and CPU_LEVELS[lvl] <= cpu_flags()]:
         with BackendProcess(BACKEND, env={"LOCALAI_SD_CPU": level}) as proc:
             assert proc.stub.LoadModel(backend_pb2.ModelOptions(Model=str(model), Threads=2), timeout=300).success
             images[level] = read_png(generate(proc.stub, tmp_path / f"{level}.png", seed=42))

@@ -57,7 +57,9 @@ from localai.model.lockfile import LockfileRequest, MaybeLockfile
 from localai.model.records import BUILD_RECORD
 from localai.model.variant import Variant
 from localai.native.model_conversion import ConvertedModelFieldSet
+from localai.native.options import NativeSubsystem, kept_engines
 from localai.native.rules import NATIVE_TOOLCHAIN_LOCK, NativeEngineFieldSet
+from localai.native.target_types import CpuLevelField
 from localai.package.proto import CompiledProto, CompileProtoRequest, GrpcToolsPin, GrpcToolsPinRequest
 from localai.package.records import ARTIFACT
 from localai.package.sbom import engine_components
@@ -109,12 +111,16 @@ class EngineArtifacts:
 
 
 @rule(desc="Build a backend's native engines", level=LogLevel.DEBUG)
-async def build_engine_artifacts(request: EngineArtifactsRequest) -> EngineArtifacts:
+async def build_engine_artifacts(request: EngineArtifactsRequest, native: NativeSubsystem) -> EngineArtifacts:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
     direct = await Get(Targets, DependenciesRequest(wrapped.target[Dependencies]))
     # Native engines and converted models, by their field sets: no other packageable dependency
     # is carried into the PEX.
-    engines = [NativeEngineFieldSet.create(t) for t in direct if NativeEngineFieldSet.is_applicable(t)]
+    engines = kept_engines(
+        request.address.spec,
+        [(t[CpuLevelField].value, NativeEngineFieldSet.create(t)) for t in direct if NativeEngineFieldSet.is_applicable(t)],
+        native.cpu_levels,
+    )
     models = [ConvertedModelFieldSet.create(t) for t in direct if ConvertedModelFieldSet.is_applicable(t)]
     built = await MultiGet(
         [
