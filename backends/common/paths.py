@@ -7,9 +7,9 @@ directory). A relative ``Model`` is joined to ``ModelPath``.
 
 import os
 import re
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
-from .errors import InvalidArgument, NotFound
+from .errors import InvalidArgument, NotFound, require
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -59,3 +59,16 @@ def resolve_model_path(
     if remote_ok:
         return model
     raise NotFound(f"model not found: {candidate} does not exist")
+
+
+def model_file(path: str, suffixes: Tuple[str, ...], kind: str) -> str:
+    """``path``, or the one file ending in one of ``suffixes`` in directory ``path`` (LocalAI may
+    name a model's directory); NotFound when there is no such file. ``kind`` names the file in
+    the error, e.g. "GGUF model"."""
+    if os.path.isdir(path):
+        found = sorted(p for p in os.listdir(path) if p.endswith(suffixes))
+        require(len(found) == 1, f"{path}: expected one {kind} file ({'/'.join(suffixes)}) in the directory, found {found}")
+        path = os.path.join(path, found[0])
+    if not os.path.isfile(path):
+        raise NotFound(f"model file not found: {path}")
+    return path

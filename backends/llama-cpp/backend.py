@@ -21,8 +21,9 @@ import os
 import threading
 
 from backends.common.cpu_levels import packaged_library
-from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.errors import InvalidArgument, require
 from backends.common.llm import prompt_text
+from backends.common.paths import model_file
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
@@ -49,12 +50,7 @@ class Engine(Library):
 
 def gguf_file(path: str) -> str:
     """The GGUF to load: `path`, or the one .gguf in directory `path`; refuses a non-GGUF file."""
-    if os.path.isdir(path):
-        found = sorted(p for p in os.listdir(path) if p.endswith(".gguf"))
-        require(len(found) == 1, f"{path}: expected one .gguf model file in the directory, found {found}")
-        path = os.path.join(path, found[0])
-    if not os.path.isfile(path):
-        raise NotFound(f"model file not found: {path}")
+    path = model_file(path, (".gguf",), "GGUF model")
     with open(path, "rb") as f:
         head = f.read(8)
     require(head[:4] == GGUF_MAGIC,

@@ -7,10 +7,10 @@ best one this CPU supports is loaded with ctypes through the engine's flat C ABI
 from __future__ import annotations
 
 import contextlib
-import os
 
 from backends.common.engine import EngineServicer, PackagedLibrary
 from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.paths import model_file
 from backends.common.server import run
 from backends.proto import backend_pb2
 from engines.minilm.binding import CODE, Library, MinilmError, Model
@@ -43,10 +43,7 @@ class MinilmServicer(EngineServicer):
         return Engine()
 
     def load(self, request, path):
-        if os.path.isdir(path):
-            ggufs = sorted(p for p in os.listdir(path) if p.endswith(".gguf"))
-            require(len(ggufs) == 1, f"{path}: expected one .gguf file, found {ggufs}")
-            path = os.path.join(path, ggufs[0])
+        path = model_file(path, (".gguf",), "GGUF model")
         with engine_errors():
             return self.engine.load(path, n_threads=max(request.Threads, 0))
 

@@ -18,6 +18,7 @@ import os
 
 from backends.common.engine import EngineServicer, PackagedLibrary
 from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.paths import model_file
 from backends.common.server import run
 from backends.proto import backend_pb2
 
@@ -105,10 +106,7 @@ class StableDiffusionServicer(EngineServicer):
         return Engine()
 
     def load(self, request, path):
-        if os.path.isdir(path):
-            found = sorted(p for p in os.listdir(path) if p.endswith((".safetensors", ".gguf", ".ckpt")))
-            require(len(found) == 1, f"{path}: expected one .safetensors/.gguf/.ckpt model file, found {found}")
-            path = os.path.join(path, found[0])
+        path = model_file(path, (".safetensors", ".gguf", ".ckpt"), "Stable Diffusion checkpoint")
         opts = parse_options(request.Options, request.ModelPath or os.path.dirname(path))
         try:
             sample_method = self.engine.sample_method(opts["sampler"]) if opts["sampler"] else None

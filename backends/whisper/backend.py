@@ -24,6 +24,7 @@ import threading
 from backends.common.audio import read_wav
 from backends.common.engine import EngineServicer, PackagedLibrary
 from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.paths import model_file
 from backends.common.server import run
 from backends.common.streaming import StreamStopped, stream_from_thread
 from backends.common.vad_segments import speech_segments
@@ -106,12 +107,7 @@ class WhisperServicer(EngineServicer):
             loaded = Loaded(self.engine, None, threads or 1)
             loaded.vad()  # fail LoadModel, not the first VAD call, if the bundled model is broken
             return loaded
-        if os.path.isdir(path):
-            bins = sorted(p for p in os.listdir(path) if p.endswith(".bin"))
-            require(len(bins) == 1, f"{path}: expected one ggml .bin Whisper model, found {bins}")
-            path = os.path.join(path, bins[0])
-        if not os.path.isfile(path):
-            raise NotFound(f"model file not found: {path}")
+        path = model_file(path, (".bin",), "ggml Whisper model")
         try:
             model = self.engine.load(path)
         except WhisperError as e:
