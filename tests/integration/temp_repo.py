@@ -12,6 +12,18 @@ from pathlib import Path
 # What a repository needs to run ./pants with the localai plugin (declared as `files` in BUILD).
 # backends/common/cpu_levels.json: the CPU level table the native plugin reads when it loads.
 BUILD_SETUP = ("pants", "pants.toml", "pants-plugins", "3rdparty", "backends/common/cpu_levels.json")
+# The smallest backend and an engine, with what packaging them reads (and pants.ci.toml), for
+# the tests that build in a temporary repository.
+SILERO_VAD = "backends/silero-vad:cpu"
+SILERO_VAD_SOURCES = (
+    "backends/BUILD",
+    "backends/common",
+    "backends/proto",
+    "backends/silero-vad",
+    "lockfiles/silero-vad-cpu.lock",
+    "pants.ci.toml",
+)
+MINILM_ENGINE_SOURCES = ("engines/minilm", "3rdparty/native/BUILD", "lockfiles/native-toolchain.lock")
 
 
 def make_temp_repo(dest: Path, extra: tuple[str, ...] = ()) -> Path:

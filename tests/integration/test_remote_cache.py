@@ -16,19 +16,9 @@ import pytest
 
 from tests.integration.backend_process import tree_sha256
 from tests.integration.buildgrid import BuildGridServer
-from tests.integration.temp_repo import make_temp_repo, run_pants
+from tests.integration.temp_repo import MINILM_ENGINE_SOURCES, SILERO_VAD, SILERO_VAD_SOURCES, make_temp_repo, run_pants
 
-TARGET = "backends/silero-vad:cpu"
 ENGINE = "engines/minilm:avx2"
-ENGINE_SOURCES = ("engines/minilm", "3rdparty/native/BUILD", "lockfiles/native-toolchain.lock")
-SOURCES = (
-    "backends/BUILD",
-    "backends/common",
-    "backends/proto",
-    "backends/silero-vad",
-    "lockfiles/silero-vad-cpu.lock",
-    "pants.ci.toml",
-)
 ARTIFACTS = ("backend.pex/PEX-INFO", "run.sh", "build-record.json", "sbom.cdx.json", "provenance.intoto.json")
 
 
@@ -45,7 +35,7 @@ def build(repo: Path, cache_root: Path, address: str, *targets: str) -> tuple[st
         # build's time without letting anything skip the remote cache.
         f"--local-store-dir={cache_root}/store",
         "package",
-        *(targets or (TARGET,)),
+        *(targets or (SILERO_VAD,)),
         # pants.ci.toml's 3 s lookup timeout turns a slow answer into a local rebuild, by design; on
         # this loaded 2-core runner BuildGrid can take longer to check a packed PEX's many blobs,
         # and this test is about every process being served, not about the timeout policy.
@@ -65,14 +55,14 @@ def server(tmp_path_factory):
 
 
 def test_fresh_clone_is_served_by_the_remote_cache(server, tmp_path) -> None:
-    clone1 = make_temp_repo(tmp_path / "clone-1", SOURCES + ENGINE_SOURCES)
-    clone2 = make_temp_repo(tmp_path / "somewhere/else/clone-2", SOURCES + ENGINE_SOURCES)
+    clone1 = make_temp_repo(tmp_path / "clone-1", SILERO_VAD_SOURCES + MINILM_ENGINE_SOURCES)
+    clone2 = make_temp_repo(tmp_path / "somewhere/else/clone-2", SILERO_VAD_SOURCES + MINILM_ENGINE_SOURCES)
 
-    out1, cold = build(clone1, tmp_path / "cache-1", server.address, TARGET, ENGINE)
+    out1, cold = build(clone1, tmp_path / "cache-1", server.address, SILERO_VAD, ENGINE)
     s1 = stats(out1)
     assert s1["remote_cache_write_successes"] > 0 and s1["remote_cache_write_errors"] == 0, s1
 
-    out2, cached = build(clone2, tmp_path / "cache-2", server.address, TARGET, ENGINE)
+    out2, cached = build(clone2, tmp_path / "cache-2", server.address, SILERO_VAD, ENGINE)
     s2 = stats(out2)
     assert s2["local_cache_requests_cached"] == 0  # the local cache really was empty
     assert s2["remote_cache_requests"] > 0
@@ -91,7 +81,7 @@ def test_fresh_clone_is_served_by_the_remote_cache(server, tmp_path) -> None:
           f"local_executions={s2['local_execution_requests']}")
 
     server.stop()
-    clone3 = make_temp_repo(tmp_path / "clone-3", SOURCES)
+    clone3 = make_temp_repo(tmp_path / "clone-3", SILERO_VAD_SOURCES)
     out3, down = build(clone3, tmp_path / "cache-3", server.address)
     assert "remote" in out3.lower() and ("WARN" in out3 or "unavailable" in out3.lower()), out3[-3000:]
     pex = "dist/backends/silero-vad/cpu/backend.pex"

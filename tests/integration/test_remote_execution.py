@@ -27,21 +27,10 @@ from pathlib import Path
 
 from tests.integration.backend_process import tree_sha256
 from tests.integration.remote_execution import Cluster
-from tests.integration.temp_repo import make_temp_repo, run_pants
+from tests.integration.temp_repo import MINILM_ENGINE_SOURCES, SILERO_VAD, SILERO_VAD_SOURCES, make_temp_repo, run_pants
 
-TARGETS = ("backends/silero-vad:cpu", "engines/minilm:avx2")
-SOURCES = (
-    "backends/BUILD",
-    "backends/common",
-    "backends/proto",
-    "backends/silero-vad",
-    "lockfiles/silero-vad-cpu.lock",
-    "engines/minilm",
-    "3rdparty/native/BUILD",
-    "lockfiles/native-toolchain.lock",
-    "pants.ci.toml",
-    "pants.remote.toml",
-)
+TARGETS = (SILERO_VAD, "engines/minilm:avx2")
+SOURCES = (*SILERO_VAD_SOURCES, *MINILM_ENGINE_SOURCES, "pants.remote.toml")
 OUTPUTS = (
     "dist/backends/silero-vad/cpu",
     "dist/images/silero-vad/cpu",

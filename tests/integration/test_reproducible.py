@@ -13,8 +13,7 @@ from pathlib import Path
 
 from tests.integration.portable_python_standin import debian_cpython_archive
 from tests.integration.sbom_checks import check_sbom
-from tests.integration.temp_repo import make_temp_repo, run_pants
-from tests.integration.test_remote_cache import SOURCES, TARGET
+from tests.integration.temp_repo import SILERO_VAD, SILERO_VAD_SOURCES, make_temp_repo, run_pants
 
 OUT = "dist/backends/silero-vad/cpu"
 IMAGE = "dist/images/silero-vad/cpu"
@@ -60,7 +59,7 @@ def build(repo: Path, cache: Path, env: dict[str, str], umask: int, *extra: str)
             PORTABLE,
             *extra,
             "package",
-            TARGET,
+            SILERO_VAD,
             env=env,
             timeout=1800,
         )
@@ -69,8 +68,8 @@ def build(repo: Path, cache: Path, env: dict[str, str], umask: int, *extra: str)
 
 
 def test_two_clean_builds_are_identical_and_ignore_host_pip_config(tmp_path: Path) -> None:
-    a = make_temp_repo(tmp_path / "a", SOURCES)
-    b = make_temp_repo(tmp_path / "some/other/place/b", SOURCES)
+    a = make_temp_repo(tmp_path / "a", SILERO_VAD_SOURCES)
+    b = make_temp_repo(tmp_path / "some/other/place/b", SILERO_VAD_SOURCES)
     archive = debian_cpython_archive(tmp_path / "standin")
     add_archive(a, archive)
     add_archive(b, archive)
