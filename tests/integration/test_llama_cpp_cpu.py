@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_files
+from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files
 from tests.integration.llama_cpp_models import SDIST, convert, make_model
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code
 
 BACKEND = "llama-cpp"
-LEVELS = ("fallback", "avx2", "avx512")
+LEVELS = packaged_cpu_levels(("fallback", "avx2", "avx512"))
 LIB = "libllama.so"
 CONTEXT = 256
 PARALLEL = 4
@@ -94,8 +94,7 @@ def header_api() -> set[str]:
 
 def test_pex_carries_every_cpu_level_and_no_torch_or_numpy(pex) -> None:
     names = pex_files(pex)
-    for level in LEVELS:
-        assert any(n.endswith(f"localai_backend/engines/llama-cpp/{level}/{LIB}") for n in names), level
+    assert packaged_levels(names, "llama-cpp", LIB) == set(LEVELS)
     banned = [d for d in pex_distributions(pex) if d.lower().startswith(("torch", "numpy", "transformers", "nvidia",
                                                                          "llama_cpp"))]
     assert not banned, banned
