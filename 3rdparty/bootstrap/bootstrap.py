@@ -8,6 +8,7 @@ accelerator wheelhouse (3rdparty/wheelhouse.toml). Host pip configuration is ign
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import os
 import shutil
@@ -160,12 +161,18 @@ def main() -> None:
     # Zip entries carry file modes: the pex tool's sha256 must not depend on the user's umask.
     os.umask(0o022)
     args.cache.mkdir(parents=True, exist_ok=True)
-    py = sys.executable
-    install_pants(py, args.root, args.venv)
-    build_pex_tool(args.venv, args.root, args.cache)
-    fill_wheelhouse(py, args.root, args.cache)
-    (args.venv / ".ready").write_text("ok\n")
-    log("ready")
+    # Two first runs at once (parallel tests that start ./pants) would each rebuild the venv and
+    # delete the other's: the second waits here, then finds the venv ready.
+    with open(args.cache / f"{args.venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (args.venv / ".ready").is_file():
+            return
+        py = sys.executable
+        install_pants(py, args.root, args.venv)
+        build_pex_tool(args.venv, args.root, args.cache)
+        fill_wheelhouse(py, args.root, args.cache)
+        (args.venv / ".ready").write_text("ok\n")
+        log("ready")
 
 
 if __name__ == "__main__":

@@ -26,3 +26,25 @@ def test_missing_python39_names_what_to_install(tmp_path: Path) -> None:
     assert not (tmp_path / "home/.cache/localai-build").exists() or not any(
         (tmp_path / "home/.cache/localai-build").glob("pants-venv-*/.ready")
     )
+
+
+def test_a_second_first_run_waits_for_the_first_and_reuses_its_venv(tmp_path: Path) -> None:
+    """Two ./pants started at once on a fresh machine: the second bootstrap waits on the lock the
+    first holds, then finds the venv ready and installs nothing (it used to delete the first's)."""
+    import fcntl
+    import sys
+    import time
+
+    cache, venv = tmp_path / "cache", tmp_path / "cache/pants-venv-0123456789abcdef"
+    cache.mkdir()
+    cmd = [sys.executable, "3rdparty/bootstrap/bootstrap.py", "--root", ".", "--cache", str(cache), "--venv", str(venv)]
+    with open(cache / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first run, installing
+        second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(2)
+        assert second.poll() is None, second.communicate()[0]  # waiting, not installing
+        venv.mkdir()
+        (venv / ".ready").write_text("ok\n")
+    out, _ = second.communicate(timeout=60)
+    assert second.returncode == 0, out
+    assert "creating the Pants venv" not in out and (venv / ".ready").read_text() == "ok\n"
