@@ -81,36 +81,40 @@ def _jobs(rule_runner, *changed, runners=()) -> dict[str, str]:
     return {j.target: j.runner for j in _request(rule_runner, *changed, runners=runners).jobs}
 
 
+@pytest.fixture(scope="module")
+def rule_runner():
+    """One rule runner for the tests that only ask questions of the same files (building a
+    rule runner costs seconds; every test below that changes a file makes its own)."""
+    return _runner()
+
+
 ALL_VARIANTS = {"backends/bark:cpu", "backends/bark:cuda12", "backends/kokoro:cpu", "backends/kokoro:metal"}
 
 
-def test_common_change_rebuilds_every_backend_variant() -> None:
-    assert set(_jobs(_runner(), "backends/common/server.py")) == ALL_VARIANTS
+def test_common_change_rebuilds_every_backend_variant(rule_runner) -> None:
+    assert set(_jobs(rule_runner, "backends/common/server.py")) == ALL_VARIANTS
 
 
-def test_accelerator_requirement_file_rebuilds_only_that_variant() -> None:
-    rule_runner = _runner()
+def test_accelerator_requirement_file_rebuilds_only_that_variant(rule_runner) -> None:
     assert _jobs(rule_runner, "backends/bark/requirements-cpu.txt") == {"backends/bark:cpu": "ubuntu-latest"}
     assert _jobs(rule_runner, "lockfiles/kokoro-metal.lock") == {"backends/kokoro:metal": "macos-14"}
 
 
-def test_base_requirement_file_and_build_file_rebuild_every_variant_of_the_backend() -> None:
-    rule_runner = _runner()
+def test_base_requirement_file_and_build_file_rebuild_every_variant_of_the_backend(rule_runner) -> None:
     assert set(_jobs(rule_runner, "backends/bark/requirements.txt")) == {"backends/bark:cpu", "backends/bark:cuda12"}
     assert set(_jobs(rule_runner, "backends/bark/BUILD")) == {"backends/bark:cpu", "backends/bark:cuda12"}
     assert set(_jobs(rule_runner, "backends/bark/backend.py")) == {"backends/bark:cpu", "backends/bark:cuda12"}
 
 
-def test_engine_change_rebuilds_the_engine_and_the_backend_serving_it() -> None:
-    assert _jobs(_runner(), "engines/minilm/src/minilm.cpp") == {
+def test_engine_change_rebuilds_the_engine_and_the_backend_serving_it(rule_runner) -> None:
+    assert _jobs(rule_runner, "engines/minilm/src/minilm.cpp") == {
         "engines/minilm:avx2": "ubuntu-latest",
         "backends/kokoro:cpu": "ubuntu-latest",
         "backends/kokoro:metal": "macos-14",
     }
 
 
-def test_unrelated_and_global_files() -> None:
-    rule_runner = _runner()
+def test_unrelated_and_global_files(rule_runner) -> None:
     assert _jobs(rule_runner, "docs/ci.md") == {}
     assert set(_jobs(rule_runner, "pants.toml")) == ALL_VARIANTS | {"engines/minilm:avx2"}
 
@@ -122,14 +126,13 @@ def test_no_job_for_a_variant_without_lockfile_or_a_test_support_build() -> None
     assert "engines/minilm:fuzz" not in _jobs(rule_runner, "engines/minilm/src/minilm.cpp")
 
 
-def test_each_job_names_the_tests_that_depend_on_it() -> None:
-    jobs = {j.target: j.tests for j in _request(_runner(), "pants.toml").jobs}
+def test_each_job_names_the_tests_that_depend_on_it(rule_runner) -> None:
+    jobs = {j.target: j.tests for j in _request(rule_runner, "pants.toml").jobs}
     assert jobs["backends/bark:cpu"] == ("tests/test_bark.py:bark",)
     assert jobs["backends/kokoro:cpu"] == () and jobs["engines/minilm:avx2"] == ()
 
 
-def test_runner_labels_default_and_override() -> None:
-    rule_runner = _runner()
+def test_runner_labels_default_and_override(rule_runner) -> None:
     assert _jobs(rule_runner, "backends/bark/requirements-cuda12.txt") == {"backends/bark:cuda12": "gpu-nvidia"}
     assert _jobs(rule_runner, "backends/bark/requirements-cuda12.txt", runners=[("cuda12", "gpu-l4")]) == {
         "backends/bark:cuda12": "gpu-l4"
