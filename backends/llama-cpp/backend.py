@@ -260,7 +260,9 @@ class LlamaCppServicer(BaseServicer):
 
     def Status(self, request, context):
         reply = super().Status(request, context)
-        loaded = self._slot.loaded
+        # Status holds no lease (it answers during a load or a Free): what the slot holds now.
+        slot = self._slot.loaded
+        loaded: Loaded | None = slot.model if slot is not None else None
         if loaded is not None:
             reply.memory.breakdown["model_bytes"] = loaded.model_bytes
             reply.memory.breakdown["running_sequences"] = len(loaded.scheduler.running)

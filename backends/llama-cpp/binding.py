@@ -332,7 +332,7 @@ class Sampler:
                 lib.llama_sampler_chain_add(self.handle, g)
             if repeat_penalty != 1.0 or frequency_penalty or presence_penalty:
                 lib.llama_sampler_chain_add(self.handle, lib.llama_sampler_init_penalties(
-                    repeat_last_n, repeat_penalty, frequency_penalty, presence_penalty))
+                    model.n_vocab, repeat_last_n, repeat_penalty, frequency_penalty, presence_penalty))
             if temperature <= 0:
                 lib.llama_sampler_chain_add(self.handle, lib.llama_sampler_init_greedy())
                 return
