@@ -34,7 +34,10 @@ from localai.package.subjects import ArtifactFiles, VerifyError, check_subjects,
 from localai.scripts import script_file
 
 PUBLIC_KEY_IN_SANDBOX = "public-key.pem"
-USAGE = "Usage: ./pants localai-verify dist/backends/<name>/<accel> --public-key=<pem>  (or an image folder / image.oci.tar; `-- /abs/path` outside the checkout)"
+USAGE = (
+    "Usage: ./pants localai-verify --public-key=<pem> dist/backends/<name>/<accel>  "
+    "(or an image folder / image.oci.tar; `-- /abs/path` outside the checkout)"
+)
 
 
 class VerifySubsystem(GoalSubsystem):
@@ -63,7 +66,8 @@ TOOL_FAILURES = {
     2: ("the public key is not usable", "Give the PEM public key of the signing key (`openssl pkey -in key.pem -pubout -out key.pub`)."),
     3: ("the envelope is not a DSSE envelope", "Package the backend again with [localai-signing].key_file set."),
     4: ("the envelope does not carry an in-toto statement", "Sign the provenance statement `pants package` writes, nothing else."),
-    5: ("the signature does not verify", "Use the public key of the key that signed this build; if it is the right key, the envelope was changed: do not use this artifact."),
+    5: ("the signature does not verify",
+        "Use the public key of the key that signed this build; if it is the right key, the envelope was changed: do not use this artifact."),
 }
 
 
@@ -111,7 +115,8 @@ async def verify_one(console: Console, path: Path, where: str, public_key: bytes
     try:
         statement = json.loads(payload)
     except ValueError as e:
-        raise VerifyError(f"the signed payload is not JSON ({e})", file=f"{files.where}/{ENVELOPE_NAME}", fix="Sign the statement `pants package` writes.") from None
+        raise VerifyError(f"the signed payload is not JSON ({e})", file=f"{files.where}/{ENVELOPE_NAME}",
+                          fix="Sign the statement `pants package` writes.") from None
     for name, sha256 in check_subjects(statement, files):
         console.print_stderr(f"  ok  {name}  sha256:{sha256}")
     console.print_stdout(

@@ -131,6 +131,13 @@ def read_tarball(path: Path, where: str) -> ArtifactFiles:
 
 def read_artifact(path: Path, where: str) -> ArtifactFiles:
     """A backend folder, an OCI layout (or the image folder holding layout/), or an OCI tarball."""
+    try:
+        return _read_artifact(path, where)
+    except (FileNotFoundError, tarfile.TarError) as e:  # a layer the manifest names is absent or broken
+        raise VerifyError(f"is an incomplete or broken OCI image ({e})", file=where, fix="Package the backend again and verify what it wrote.") from None
+
+
+def _read_artifact(path: Path, where: str) -> ArtifactFiles:
     if path.is_file():
         if not tarfile.is_tarfile(path):
             raise VerifyError("is a file but not a tarball", file=where, fix="Give a backend folder, an OCI image folder or its image.oci.tar.")
