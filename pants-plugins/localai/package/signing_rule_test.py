@@ -19,12 +19,14 @@ from pathlib import Path
 
 import pytest
 from pants.core.goals.package import BuiltPackage
-from pants.engine.fs import Digest, DigestEntries
+from pants.engine.fs import Digest, DigestContents, DigestEntries
+from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from localai.goals.verify import VerifyGoal
 from localai.model.artifact import BackendVariantFieldSet
 from localai.package.backend_rule_test import BACKENDS, FILES, FOLDER, package, repo_options
+from localai.package.signing import ProvenanceEnvelope, ProvenanceEnvelopeRequest
 from localai.testutil import make_rule_runner, pex_cli_options, repo_file
 
 ENVELOPE = "provenance.intoto.dsse.json"
@@ -36,7 +38,7 @@ def openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
-def options() -> list[str]:
+def options(key_file: str = KEY) -> list[str]:
     """backend_rule_test's options, the `signing` resolve (as pants.toml) and the key."""
     resolves = {**{f"{b}-cpu": f"lockfiles/{b}-cpu.lock" for b in BACKENDS}, "signing": "lockfiles/signing.lock"}
     return [
@@ -46,7 +48,7 @@ def options() -> list[str]:
         f"--python-resolves-to-constraints-file={ {f'{b}-cpu': '3rdparty/accelerators/cpu.txt' for b in BACKENDS}!r}",
         "--localai-signing-install-from-resolve=signing",
         "--localai-signing-requirements=['//3rdparty/signing:cryptography']",
-        f"--localai-signing-key-file={KEY}",
+        f"--localai-signing-key-file={key_file}",
     ]
 
 
@@ -55,13 +57,21 @@ ENV = {"PATH", "PYENV_ROOT", "HOME"}
 
 @pytest.fixture(scope="module")
 def signed(tmp_path_factory) -> tuple[RuleRunner, BuiltPackage]:
-    rule_runner = make_rule_runner(QueryRule(BuiltPackage, [BackendVariantFieldSet]), QueryRule(DigestEntries, [Digest]))
+    rule_runner = make_rule_runner(
+        QueryRule(BuiltPackage, [BackendVariantFieldSet]),
+        QueryRule(DigestEntries, [Digest]),
+        QueryRule(DigestContents, [Digest]),
+        QueryRule(ProvenanceEnvelope, [ProvenanceEnvelopeRequest]),
+    )
     keys = Path(rule_runner.build_root, "keys")
     keys.mkdir()
     openssl("genpkey", "-algorithm", "ed25519", "-out", "signing.pem", cwd=keys)
     openssl("pkey", "-in", "signing.pem", "-pubout", "-out", "signing.pub", cwd=keys)
     openssl("genpkey", "-algorithm", "ed25519", "-out", "other.pem", cwd=keys)
     openssl("pkey", "-in", "other.pem", "-pubout", "-out", "other.pub", cwd=keys)
+    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "ec.pem", cwd=keys)
+    openssl("pkey", "-in", "ec.pem", "-pubout", "-out", "ec.pub", cwd=keys)
+    openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "rsa.pem", cwd=keys)
     rule_runner.write_files(
         {
             **FILES,
@@ -194,3 +204,44 @@ def test_a_missing_envelope_is_refused_with_the_fix(signed) -> None:
     assert result.exit_code == 1
     assert f"copies/unsigned: no {ENVELOPE}: this build was not signed" in result.stderr
     assert "[localai-signing].key_file" in result.stderr
+
+
+def sign_with(rule_runner: RuleRunner, key_file: str) -> bytes:
+    """Only the signing rule, with another key_file, on the fixture's statement: no re-packaging."""
+    statement = Path(rule_runner.build_root, "dist", FOLDER, "provenance.intoto.json").read_bytes()
+    rule_runner.set_options(options(key_file), env_inherit=ENV)
+    try:
+        envelope = rule_runner.request(ProvenanceEnvelope, [ProvenanceEnvelopeRequest("backends/tiny:cpu", statement)])
+        (content,) = rule_runner.request(DigestContents, [envelope.digest])
+        return content.content
+    finally:
+        rule_runner.set_options(options(), env_inherit=ENV)
+
+
+def test_an_ecdsa_p256_key_signs_and_verifies(signed, tmp_path) -> None:
+    rule_runner, _ = signed
+    envelope = sign_with(rule_runner, "keys/ec.pem")
+    copy = copy_of_folder(rule_runner, "ecdsa")
+    (copy / ENVELOPE).write_bytes(envelope)
+    result = verify(rule_runner, "copies/ecdsa", public_key="keys/ec.pub")
+    assert result.exit_code == 0 and "4 subject(s) match their files" in result.stdout, result.stderr
+    assert verify(rule_runner, "copies/ecdsa").exit_code == 1  # the Ed25519 key did not sign this one
+    # openssl checks the DER ECDSA signature over the spec's PAE too.
+    data = json.loads(envelope)
+    payload, kind = base64.b64decode(data["payload"]), data["payloadType"].encode()
+    (tmp_path / "pae").write_bytes(b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload))
+    (tmp_path / "sig").write_bytes(base64.b64decode(data["signatures"][0]["sig"]))
+    out = subprocess.run(["openssl", "dgst", "-sha256", "-verify", str(Path(rule_runner.build_root, "keys/ec.pub")),
+                          "-signature", "sig", "pae"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0 and "Verified OK" in out.stdout, out.stdout + out.stderr
+
+
+def test_an_rsa_or_missing_key_is_refused_naming_the_option(signed) -> None:
+    rule_runner, _ = signed
+    with pytest.raises(ExecutionError) as e:
+        sign_with(rule_runner, "keys/rsa.pem")
+    assert "[localai-signing].key_file = 'keys/rsa.pem': cannot sign the provenance of backends/tiny:cpu" in str(e.value)
+    assert "only Ed25519 and ECDSA P-256 keys sign provenance" in str(e.value)
+    with pytest.raises(ExecutionError) as e:
+        sign_with(rule_runner, "keys/absent.pem")
+    assert "[localai-signing].key_file = 'keys/absent.pem': names no file Pants can see." in str(e.value)
