@@ -80,7 +80,7 @@ async def verified_payload(files: ArtifactFiles, public_key: bytes, signing: Sig
     envelope_file = f"{files.where}/{ENVELOPE_NAME}"
     envelope = files.small.get(ENVELOPE_NAME)
     if envelope is None:
-        raise VerifyError(f"no {ENVELOPE_NAME}: this build was not signed", file=files.where,
+        raise VerifyError(f"no {ENVELOPE_NAME}: this build was not signed.", file=files.where,
                           fix="Package it with [localai-signing].key_file set (pants.toml or --localai-signing-key-file), then verify.")
     tool = await Get(Pex, PexRequest, signing.to_pex_request())
     inputs = await Get(
@@ -99,7 +99,7 @@ async def verified_payload(files: ArtifactFiles, public_key: bytes, signing: Sig
     )
     if result.exit_code != 0:
         cause, fix = TOOL_FAILURES.get(result.exit_code, ("the verifier failed", "Report this with the message above."))
-        raise VerifyError(f"{cause}: {result.stderr.decode().strip()}", file=envelope_file, fix=fix)
+        raise VerifyError(f"{cause}: {result.stderr.decode().strip().rstrip('.')}.", file=envelope_file, fix=fix)
     keyid = json.loads(envelope)["signatures"][0].get("keyid", "")
     return result.stdout, keyid
 
@@ -110,12 +110,12 @@ async def verify_one(console: Console, path: Path, where: str, public_key: bytes
     console.print_stderr(f"{files.where}/{ENVELOPE_NAME}: DSSE signature verifies with the public key (keyid {keyid or 'none'}), payloadType in-toto")
     beside = files.small.get(PROVENANCE_NAME)
     if beside is not None and beside != payload:
-        raise VerifyError("differs from the statement the envelope signs: it was edited after signing", file=f"{files.where}/{PROVENANCE_NAME}",
+        raise VerifyError("differs from the statement the envelope signs: it was edited after signing.", file=f"{files.where}/{PROVENANCE_NAME}",
                           fix="Trust only the signed payload; package the backend again to get a matching pair.")
     try:
         statement = json.loads(payload)
     except ValueError as e:
-        raise VerifyError(f"the signed payload is not JSON ({e})", file=f"{files.where}/{ENVELOPE_NAME}",
+        raise VerifyError(f"the signed payload is not JSON ({e}).", file=f"{files.where}/{ENVELOPE_NAME}",
                           fix="Sign the statement `pants package` writes.") from None
     for name, sha256 in check_subjects(statement, files):
         console.print_stderr(f"  ok  {name}  sha256:{sha256}")
@@ -133,10 +133,10 @@ async def localai_verify(console: Console, specs: Specs, subsystem: VerifySubsys
         return VerifyGoal(exit_code=1)
     try:
         if not subsystem.public_key:
-            raise VerifyError("no public key given", file="--localai-verify-public-key", fix=USAGE)
+            raise VerifyError("no public key given.", file="--localai-verify-public-key", fix=USAGE)
         key_path = build_root.pathlib_path / subsystem.public_key  # an absolute path stays itself
         if not key_path.is_file():
-            raise VerifyError("does not exist", file=f"--public-key={subsystem.public_key}", fix="Give the PEM public key file of the signing key.")
+            raise VerifyError("does not exist.", file=f"--public-key={subsystem.public_key}", fix="Give the PEM public key file of the signing key.")
         public_key = key_path.read_bytes()
         for where in paths:
             await verify_one(console, build_root.pathlib_path / where, where, public_key, signing)

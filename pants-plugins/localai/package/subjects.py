@@ -95,7 +95,7 @@ def _manifest_layers(read_blob, where: str) -> Iterator[str]:
         manifest = json.loads(read_blob(f"blobs/sha256/{manifest_digest}"))
         yield from (layer["digest"].split(":", 1)[1] for layer in manifest["layers"])
     except (KeyError, IndexError, ValueError, FileNotFoundError) as e:
-        raise VerifyError(f"is not an OCI image layout with one manifest ({e!r})", file=where,
+        raise VerifyError(f"is not an OCI image layout with one manifest ({e!r}).", file=where,
                           fix="Give the image folder `pants package` wrote (dist/images/<name>/<accel>/) or its image.oci.tar.") from None
 
 
@@ -134,13 +134,13 @@ def read_artifact(path: Path, where: str) -> ArtifactFiles:
     try:
         return _read_artifact(path, where)
     except (FileNotFoundError, tarfile.TarError) as e:  # a layer the manifest names is absent or broken
-        raise VerifyError(f"is an incomplete or broken OCI image ({e})", file=where, fix="Package the backend again and verify what it wrote.") from None
+        raise VerifyError(f"is an incomplete or broken OCI image ({e}).", file=where, fix="Package the backend again and verify what it wrote.") from None
 
 
 def _read_artifact(path: Path, where: str) -> ArtifactFiles:
     if path.is_file():
         if not tarfile.is_tarfile(path):
-            raise VerifyError("is a file but not a tarball", file=where, fix="Give a backend folder, an OCI image folder or its image.oci.tar.")
+            raise VerifyError("is a file but not a tarball.", file=where, fix="Give a backend folder, an OCI image folder or its image.oci.tar.")
         return read_tarball(path, f"{where} (OCI image)")
     if (path / "index.json").is_file():
         return read_layout(path, f"{where} (OCI image)")
@@ -148,25 +148,25 @@ def _read_artifact(path: Path, where: str) -> ArtifactFiles:
         return read_layout(path / "layout", f"{where}/layout (OCI image)")
     if path.is_dir():
         return read_folder(path, where)
-    raise VerifyError("does not exist", file=where, fix="Give the folder `pants package` wrote: dist/backends/<name>/<accel>/ or dist/images/<name>/<accel>/.")
+    raise VerifyError("does not exist.", file=where, fix="Give the folder `pants package` wrote: dist/backends/<name>/<accel>/ or dist/images/<name>/<accel>/.")
 
 
 def check_subjects(statement: dict, files: ArtifactFiles) -> list[tuple[str, str]]:
     """(subject name, sha256) of each subject whose file matches; a VerifyError naming the first that does not."""
     subjects = statement.get("subject") or []
     if not subjects:
-        raise VerifyError("the signed statement names no subject", file=f"{files.where}/{ENVELOPE_NAME}",
+        raise VerifyError("the signed statement names no subject.", file=f"{files.where}/{ENVELOPE_NAME}",
                           fix="Sign the statement `pants package` writes (it lists the artifact and its records).")
     checked = []
     for subject in subjects:
         name, expected = subject.get("name", ""), (subject.get("digest") or {}).get("sha256", "")
         actual = files.digest_of(name)
         if actual is None:
-            raise VerifyError(f"subject {name!r} of the signed statement is missing", file=files.where,
+            raise VerifyError(f"subject {name!r} of the signed statement is missing.", file=files.where,
                               fix="Verify the whole folder or image `pants package` wrote, or package it again.")
         if actual != expected:
             raise VerifyError(
-                f"subject {name!r} was changed after signing: its sha256 is {actual}, the signed statement says {expected}",
+                f"subject {name!r} was changed after signing: its sha256 is {actual}, the signed statement says {expected}.",
                 file=f"{files.where}/{name}",
                 fix="Do not use this artifact; package and sign it again from the source (`pants package`).",
             )
