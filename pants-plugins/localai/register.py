@@ -5,11 +5,11 @@ image and its push), upstream/ (LocalAI's own folders), goals/ (generated output
 (audit and staleness checks), native/ (C++ engines, registered as `localai.native`).
 """
 from localai import target_types as localai_target_types
-from localai.goals import bundle, ci_matrix, claims, export, gallery, resolves, status
+from localai.goals import bundle, ci_matrix, claims, export, gallery, resolves, status, verify
 from localai.lint import audit, zizmor
 from localai.model import accelerators, lockfile, requirements, variant, wheelhouse
 from localai.oci import image, publish
-from localai.package import backend, portable_python, proto, source_checkout, sources
+from localai.package import backend, portable_python, proto, signing, source_checkout, sources
 from localai.upstream import importer, layout, proto_diff
 
 
@@ -43,4 +43,6 @@ def rules():
         *resolves.rules(),
         *portable_python.rules(),
         *source_checkout.rules(),
+        *signing.rules(),
+        *verify.rules(),
     )

@@ -9,6 +9,8 @@
 #   qemu-user-static qemu-aarch64-static: runs linux/arm64 artifacts on x86_64 (binfmt_misc is
 #                    not mounted in these containers: the tests call it explicitly)
 #   debootstrap      downloads Debian's arm64 packages for the aarch64 CPython those tests run
+#   openssl          makes the signing keys of the provenance-signing test (package/signing_rule_test.py)
+#                    and checks its DSSE signatures independently of the signer's cryptography
 # Test-only: the build itself needs none of them. Called by the tests (registry.py) and by
 # .ci/run. Needs root or sudo and a Debian/Ubuntu apt source; anywhere else, install the
 # equivalent package (e.g. `distribution`/`registry`) and put `docker-registry` on PATH.
@@ -21,9 +23,10 @@ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/n
 command -v espeak-ng >/dev/null 2>&1 || missing="$missing espeak-ng"
 command -v qemu-aarch64-static >/dev/null 2>&1 || missing="$missing qemu-user-static"
 command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$missing debootstrap"
+command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry), skopeo, PostgreSQL (initdb, pg_ctl), espeak-ng, qemu-user-static and debootstrap" >&2
+    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry), skopeo, PostgreSQL (initdb, pg_ctl), espeak-ng, qemu-user-static, debootstrap and openssl" >&2
     exit 1
 fi
 sudo=""

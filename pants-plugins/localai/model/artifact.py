@@ -39,6 +39,13 @@ class PexTree:
         files = sorted(
             (e.path[len(root) + 1 :], e.file_digest) for e in entries if isinstance(e, FileEntry) and e.path.startswith(root + "/")
         )
-        listing = "".join(f"{d.fingerprint}  {path}\n" for path, d in files)
         deps = tuple((path[len(DEPS) :], d.fingerprint) for path, d in files if path.startswith(DEPS) and "/" not in path[len(DEPS) :])
-        return cls(hashlib.sha256(listing.encode()).hexdigest(), sum(d.serialized_bytes_length for _, d in files), deps)
+        return cls(tree_sha256({path: d.fingerprint for path, d in files}), sum(d.serialized_bytes_length for _, d in files), deps)
+
+
+def tree_sha256(files: dict[str, str]) -> str:
+    """The sha256 of a directory as PexTree defines it, from its files' paths (relative to it) and
+    sha256s: that of the `sha256sum` listing, sorted by path (LC_ALL=C). One recipe for packaging
+    and for `pants localai-verify`, which recomputes it from the folder or the image."""
+    listing = "".join(f"{files[path]}  {path}\n" for path in sorted(files))
+    return hashlib.sha256(listing.encode()).hexdigest()

@@ -15,6 +15,8 @@ Output, under dist/backends/<name>/<accel>/ (the folder LocalAI loads):
                            every installed backend folder)
   sbom.cdx.json            CycloneDX SBOM from the lockfile (sbom.py, records.py)
   provenance.intoto.json   in-toto / SLSA provenance statement (provenance.py)
+  provenance.intoto.dsse.json  that statement signed (DSSE), only when [localai-signing].key_file
+                           is set (signing.py); checked by `./pants localai-verify`
 and under dist/images/<name>/<accel>/ the OCI image of that folder (image.py).
 """
 from __future__ import annotations
@@ -47,6 +49,7 @@ from localai.package.portable_python import PortablePython, PortablePythonReques
 from localai.package.provenance import PROVENANCE_NAME
 from localai.package.records import ARTIFACT, RUN_SH, folder_records
 from localai.package.sbom import SBOM_NAME
+from localai.package.signing import ENVELOPE_NAME, ProvenanceEnvelope, ProvenanceEnvelopeRequest
 from localai.package.source_checkout import SourceCheckout, SourceCheckoutRequest
 from localai.package.sources import BackendSources, BackendSourcesRequest
 
@@ -164,7 +167,9 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
         original_urls=wheelhouse.mapping(),
         source=checkout.material(),
     )
-    folder = await Get(Digest, MergeDigests([pex.digest, await Get(Digest, CreateDigest(records)), portable.digest]))
+    statement = next(r.content for r in records if r.path == PROVENANCE_NAME)
+    envelope = await Get(ProvenanceEnvelope, ProvenanceEnvelopeRequest(str(field_set.address), statement))
+    folder = await Get(Digest, MergeDigests([pex.digest, await Get(Digest, CreateDigest(records)), envelope.digest, portable.digest]))
     image = await Get(BackendImage, BackendImageRequest, image_request(variant, version, lockfile.sha256, folder, ics, portable))
     digest = await Get(Digest, MergeDigests([await Get(Digest, AddPrefix(folder, variant.folder)), image.digest]))
     return BuiltPackage(
@@ -172,6 +177,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
         (
             BuiltPackageArtifact(f"{variant.folder}/{ARTIFACT}/", (f"{pex.tree.size / 1e6:.1f} MB, tree sha256 {pex.tree.sha256}",)),
             *(BuiltPackageArtifact(f"{variant.folder}/{name}") for name in (RUN_SH, BUILD_RECORD, SBOM_NAME, PROVENANCE_NAME)),
+            *((BuiltPackageArtifact(f"{variant.folder}/{ENVELOPE_NAME}", ("signed",)),) if envelope.signed else ()),
             BuiltPackageArtifact(f"{image_dir(variant.backend, variant.accelerator.name)}/", (f"OCI image {image.manifest_digest}",)),
         ),
     )
