@@ -1,4 +1,4 @@
-"""`pants localai-verify <folder | image> --public-key=<pem>`: is this artifact the one that was signed?
+"""`pants localai-verify --public-key=<pem> <folder | image>`: is this artifact the one that was signed?
 
 Three checks, each failing with the file, the cause and the fix:
   1. the DSSE envelope (provenance.intoto.dsse.json) is there, its payloadType is in-toto and a

@@ -42,7 +42,7 @@ class Signing(PythonToolRequirementsBase):
         """
         Sign each backend folder's provenance statement (provenance.intoto.json) as a DSSE
         envelope (provenance.intoto.dsse.json, beside it and in the OCI image); check one with
-        `./pants localai-verify <folder or image> --public-key=<pem>`.
+        `./pants localai-verify --public-key=<pem> <folder or image>`.
         """
     )
 
