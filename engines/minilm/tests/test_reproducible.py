@@ -1,6 +1,9 @@
-"""Two clean builds (ggml + engine, fallback CPU level) in different directories, the second with
+"""Two clean builds (ggml + engine, one CPU level) in different directories, the second with
 failing cc/gcc/g++/ld/... first on PATH, give the same library, bit for bit, as each other and as
-the library `pants package engines/minilm:fallback` built in its sandbox.
+the library `pants package engines/minilm:<level>` built in its sandbox.
+
+The level is MINILM_REPRODUCIBLE_LEVEL (the test target's extra_env_vars): `fallback` in CI,
+`arm64-neon` (cross-compiled for aarch64) by hand.
 
 Runs in the `native-toolchain` resolve: the same zig/cmake/ninja the Pants rule uses."""
 from __future__ import annotations
@@ -18,6 +21,7 @@ DRIVER = ROOT / "pants-plugins/localai/native/cmake_driver.py"
 SDIST = ROOT / "3rdparty/native/llama_cpp_python-0.3.36.tar.gz"
 ENGINE = ROOT / "engines/minilm"
 CPU_LEVELS = ROOT / "backends/common/cpu_levels.json"
+LEVEL = os.environ.get("MINILM_REPRODUCIBLE_LEVEL", "fallback")
 HOSTILE_TOOLS = ("cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "ld.lld", "ar", "ranlib", "strip",
                  "as", "cmake", "ninja", "make", "git")
 
@@ -31,7 +35,7 @@ def build(workdir: Path, zig_cache: Path, path_env: str) -> tuple[bytes, str]:
         return subprocess.run([sys.executable, str(DRIVER), *a], cwd=cwd, env=env, check=True, capture_output=True, text=True, timeout=1500)
 
     (workdir / "g").mkdir()
-    level = ("--cpu-levels", str(CPU_LEVELS), "--cpu-level", "fallback")
+    level = ("--cpu-levels", str(CPU_LEVELS), "--cpu-level", LEVEL)
     run("ggml", "--sdist", str(SDIST), *level, "--out", "ggml-out", cwd=workdir / "g")
     (workdir / "e").mkdir()
     artifacts = ("--artifact", "libminilm.so", "--artifact", "minilm_tests")
@@ -55,7 +59,7 @@ def test_bit_identical_and_no_host_tools(tmp_path):
     b_lib, b = build(tmp_path / "b" / "deeper" / "build-b", zig_cache, f"{hostile}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     assert not marker.exists(), marker.read_text()
     assert a == b, f"clean builds differ: {a} vs {b}"
-    packaged = Path("engines/minilm/fallback/libminilm.so")
+    packaged = Path(f"engines/minilm/{LEVEL}/libminilm.so")
     if packaged.is_file():  # runtime_package_dependencies of this test
         assert hashlib.sha256(packaged.read_bytes()).hexdigest() == a, "pants package differs from a clean build"
-    print({"sha256": a, "bytes": len(a_lib)})
+    print({"level": LEVEL, "sha256": a, "bytes": len(a_lib)})
