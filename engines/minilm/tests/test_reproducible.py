@@ -1,7 +1,10 @@
-"""A clean ggml + engine build (fallback CPU level) in another directory, with a path holding
-spaces, its own empty zig cache and failing cc/gcc/g++/ld/... first on PATH, gives the library
-`pants package engines/minilm:fallback` built in its sandbox, bit for bit: two builds that share
+"""A clean ggml + engine build (one CPU level) in another directory, with a path holding spaces,
+its own empty zig cache and failing cc/gcc/g++/ld/... first on PATH, gives the library
+`pants package engines/minilm:<level>` built in its sandbox, bit for bit: two builds that share
 no directory, cache or host tool agree.
+
+The level is MINILM_REPRODUCIBLE_LEVEL (the test target's extra_env_vars): `fallback` in CI,
+`arm64-neon` (cross-compiled for aarch64) by hand.
 
 Runs in the `native-toolchain` resolve: the same zig/cmake/ninja the Pants rule uses."""
 from __future__ import annotations
@@ -19,6 +22,7 @@ DRIVER = ROOT / "pants-plugins/localai/native/cmake_driver.py"
 SDIST = ROOT / "3rdparty/native/llama_cpp_python-0.3.36.tar.gz"
 ENGINE = ROOT / "engines/minilm"
 CPU_LEVELS = ROOT / "backends/common/cpu_levels.json"
+LEVEL = os.environ.get("MINILM_REPRODUCIBLE_LEVEL", "fallback")
 HOSTILE_TOOLS = ("cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "ld.lld", "ar", "ranlib", "strip",
                  "as", "cmake", "ninja", "make", "git")
 
@@ -32,7 +36,7 @@ def build(workdir: Path, zig_cache: Path, path_env: str) -> str:
         return subprocess.run([sys.executable, str(DRIVER), *a], cwd=cwd, env=env, check=True, capture_output=True, text=True, timeout=1500)
 
     (workdir / "g").mkdir()
-    level = ("--cpu-levels", str(CPU_LEVELS), "--cpu-level", "fallback")
+    level = ("--cpu-levels", str(CPU_LEVELS), "--cpu-level", LEVEL)
     run("ggml", "--sdist", str(SDIST), *level, "--out", "ggml-out", cwd=workdir / "g")
     (workdir / "e").mkdir()
     artifacts = ("--artifact", "libminilm.so", "--artifact", "minilm_tests")
@@ -50,9 +54,10 @@ def test_bit_identical_and_no_host_tools(tmp_path):
         p.write_text(f'#!/bin/sh\necho "{tool} $*" >> "{marker}"\nexit 1\n')
         p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
-    packaged = Path("engines/minilm/fallback/libminilm.so")  # runtime_package_dependencies of this test
-    assert packaged.is_file(), f"{packaged} is missing: this test's BUILD target must package engines/minilm:fallback"
+    packaged = Path(f"engines/minilm/{LEVEL}/libminilm.so")  # runtime_package_dependencies of this test
+    assert packaged.is_file(), f"{packaged} is missing: this test's BUILD target must package engines/minilm:{LEVEL}"
     path = f"{hostile}:{os.environ.get('PATH', '/usr/bin:/bin')}"
     clean = build(tmp_path / "b" / "deeper" / "build", tmp_path / "zig-cache", path)
     assert not marker.exists(), marker.read_text()
     assert hashlib.sha256(packaged.read_bytes()).hexdigest() == clean, "a clean build differs from `pants package`"
+    print({"level": LEVEL, "sha256": clean})

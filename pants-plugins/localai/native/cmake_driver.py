@@ -31,7 +31,7 @@ Hermeticity: CMAKE_C/CXX_COMPILER, CMAKE_AR and CMAKE_RANLIB are wrapper scripts
 `python -m ziglang cc|c++|ar|ranlib -target <zig_target>`, the target of the level's platform in
 the table's `platforms` (x86_64-linux-gnu.2.28, aarch64-linux-gnu.2.28: one glibc floor); a
 platform other than x86_64 also gets CMAKE_SYSTEM_NAME/CMAKE_SYSTEM_PROCESSOR, so ggml takes its
-ARM branch (GGML_CPU_ARM_ARCH). PATH holds only the wrapper directory, cmake's and ninja's bin directories; CMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF
+ARM branch (GGML_CPU_ARM_ARCH, given in zig's -mcpu spelling: zig_arm_cpu). PATH holds only the wrapper directory, cmake's and ninja's bin directories; CMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF
 so CMake finds no host ld/strip/git. Reproducibility: -ffile-prefix-map for every absolute
 directory, static ggml, `-s` at link (set by the engine's CMakeLists.txt).
 """
@@ -100,6 +100,28 @@ def arm_march(table: dict, features) -> str:
     return march + tags
 
 
+# zig cc reads an aarch64 -march (as -mcpu) as `<CPU model>+<LLVM feature>...` and rejects ggml's
+# GCC-style architecture names ("unknown CPU: 'armv8'"). ggml passes GGML_CPU_ARM_ARCH through as
+# -march=..., so the driver hands ggml the same architecture in zig's spelling: armv8.N-a is
+# LLVM's v8_Na feature on the generic CPU, and two of ggml's tags have other LLVM names.
+# Every level of the table is compiled with the locked zig in native/zig_march_test.py.
+ZIG_ARM_TAGS = {"dotprod": "+dotprod", "fp16": "+fullfp16", "sve": "+sve", "i8mm": "+i8mm", "sve2": "+sve2",
+                "sme": "+sme", "nosve": "-sve"}
+
+
+def zig_arm_cpu(march: str) -> str:
+    """ggml's -march for an ARM variant -> zig's -mcpu/-march value: armv8-a -> generic,
+    armv8.2-a+dotprod+fp16 -> generic+v8_2a+dotprod+fullfp16."""
+    arch, *tags = march.split("+")
+    major, minor = _arch_version(arch)
+    cpu = "generic" if (major, minor) == (8, 0) else f"generic+v{major}_{minor}a"
+    unknown = [t for t in tags if t not in ZIG_ARM_TAGS]
+    if unknown:
+        raise SystemExit(f"-march={march}: no zig spelling for {['+' + t for t in unknown]} "
+                         f"(add it to ZIG_ARM_TAGS in cmake_driver.py, checked with `python -m ziglang cc -mcpu=...`)")
+    return cpu + "".join(ZIG_ARM_TAGS[t] for t in tags)
+
+
 def _arch_version(march: str) -> tuple:
     """armv8-a -> (8, 0), armv8.6-a -> (8, 6)."""
     m = re.fullmatch(r"armv(\d+)(?:\.(\d+))?-a", march)
@@ -123,10 +145,12 @@ class CpuLevel:
             raise SystemExit(f"{table_path}: level {name} turns on {unknown}, which are not in "
                              f"{'ggml_arm_features' if known is arm else 'ggml_options'}")
         self.name = name
+        self.arm_march = None
         if known is arm:
             # ggml's ARM path takes one -march (GGML_CPU_ARM_ARCH); the x86 ISA options are unused.
             self.isa_options = ("GGML_CPU_ARM_ARCH",)
-            self.cmake_options = {"GGML_CPU_ARM_ARCH": arm_march(table, levels[name])}
+            self.arm_march = arm_march(table, levels[name])  # ggml's name for it, recorded
+            self.cmake_options = {"GGML_CPU_ARM_ARCH": zig_arm_cpu(self.arm_march)}
             self.cpu_flags = sorted({flag for o in levels[name] for flag in arm[o]["cpuinfo"]})
         else:
             self.isa_options = tuple(options)
@@ -286,7 +310,8 @@ def build_ggml(a):
     with open(os.path.join(out, "ggml-build.json"), "w") as f:
         json.dump({"ggml_version": ggml_version(src), "cpu_level": level.name, "cpu_flags": level.cpu_flags,
                    "cmake_options": {**GGML_COMMON, **level.cmake_options, **extra}, "zig_target": level.platform.zig_target, "platform": level.platform.name,
-                   "defines": defines, "sanitizer_coverage": a.sanitizer_coverage}, f, indent=2, sort_keys=True)
+                   "defines": defines, "sanitizer_coverage": a.sanitizer_coverage,
+                   **({"ggml_arm_march": level.arm_march} if level.arm_march else {})}, f, indent=2, sort_keys=True)
     shutil.rmtree(work)
 
 

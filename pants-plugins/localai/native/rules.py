@@ -405,6 +405,8 @@ def engine_record_json(*, name: str, cpu_level: str, library: str, lib_sha256: s
     the library (the driver derives them from the CPU level table along with the ISA options)."""
     info = json.loads(ggml.build_info)
     extra = {"upstream": upstream} if upstream else {}
+    if "ggml_arm_march" in info:  # ggml's own -march name for an ARM level (the cmake option is zig's spelling)
+        extra["ggml_arm_march"] = info["ggml_arm_march"]
     return canonical_json(
         {
             **extra,

@@ -102,6 +102,16 @@ def test_engine_record_json():
                     "source": {"archive": "3rdparty/native:sdist", "url": "https://x/s.tar.gz", "sha256": "cd" * 32}}
 
 
+def test_engine_record_json_names_ggmls_arm_march():
+    info = json.dumps({"cmake_options": {"GGML_CPU_ARM_ARCH": "generic"}, "zig_target": "aarch64-linux-gnu.2.28",
+                       "cpu_level": "arm64-neon", "cpu_flags": [], "platform": "aarch64", "ggml_arm_march": "armv8-a"})
+    meta = json.loads(engine_record_json(name="minilm", cpu_level="arm64-neon", library="libminilm.so", lib_sha256="ab" * 32,
+                                        header="minilm.h", ggml=GgmlBuild(digest=None, version="0.25.3", build_info=info),
+                                        source={}))
+    assert (meta["platform"], meta["ggml_arm_march"], meta["ggml_cmake_options"]) == (
+        "aarch64", "armv8-a", {"GGML_CPU_ARM_ARCH": "generic"})
+
+
 def _driver():
     spec = importlib.util.spec_from_file_location("cmake_driver", Path(__file__).with_name("cmake_driver.py"))
     mod = importlib.util.module_from_spec(spec)
@@ -145,20 +155,37 @@ def test_driver_always_passes_every_isa_option():
 
 
 def test_driver_builds_arm_levels_with_ggmls_march_for_aarch64():
-    # ggml's ARM path takes one -march (GGML_CPU_ARM_ARCH), the one its CPU variants compute.
+    # ggml's ARM path takes one -march (GGML_CPU_ARM_ARCH), the one its CPU variants compute ...
+    assert {name: _level(name).arm_march for name in ARM_LEVELS} == {
+        "arm64-neon": "armv8-a", "arm64-dotprod": "armv8.2-a+dotprod+fp16", "arm64-sve": "armv8.2-a+dotprod+fp16+sve",
+        "arm64-i8mm": "armv8.6-a+dotprod+fp16+sve+i8mm"}
+    # ... given in zig's spelling (zig cc rejects armv8-a as "unknown CPU"; zig_march_test.py runs zig on each).
     marches = {name: _level(name).cmake_options for name in ARM_LEVELS}
-    assert marches == {"arm64-neon": {"GGML_CPU_ARM_ARCH": "armv8-a"},
-                       "arm64-dotprod": {"GGML_CPU_ARM_ARCH": "armv8.2-a+dotprod+fp16"},
-                       "arm64-sve": {"GGML_CPU_ARM_ARCH": "armv8.2-a+dotprod+fp16+sve"},
-                       "arm64-i8mm": {"GGML_CPU_ARM_ARCH": "armv8.6-a+dotprod+fp16+sve+i8mm"}}
+    assert marches == {"arm64-neon": {"GGML_CPU_ARM_ARCH": "generic"},
+                       "arm64-dotprod": {"GGML_CPU_ARM_ARCH": "generic+v8_2a+dotprod+fullfp16"},
+                       "arm64-sve": {"GGML_CPU_ARM_ARCH": "generic+v8_2a+dotprod+fullfp16+sve"},
+                       "arm64-i8mm": {"GGML_CPU_ARM_ARCH": "generic+v8_6a+dotprod+fullfp16+sve+i8mm"}}
+    assert {_level(name).arm_march for name in X86_LEVELS} == {None}
     assert _level("arm64-neon").cpu_flags == [] and _level("arm64-i8mm").cpu_flags == ["asimddp", "asimdhp", "i8mm", "sve"]
     level = _level("arm64-dotprod")
     assert level.platform.zig_target == "aarch64-linux-gnu.2.28"
     args = _driver().cmake_common("/w", "/n/ninja", [], level)
     assert "-DCMAKE_SYSTEM_NAME=Linux" in args and "-DCMAKE_SYSTEM_PROCESSOR=aarch64" in args
-    assert [a for a in args if a.startswith("-DGGML_")] == ["-DGGML_CPU_ARM_ARCH=armv8.2-a+dotprod+fp16"]
+    assert [a for a in args if a.startswith("-DGGML_")] == ["-DGGML_CPU_ARM_ARCH=generic+v8_2a+dotprod+fullfp16"]
     with pytest.raises(SystemExit, match="GGML_CPU_ARM_ARCH"):
         _driver().extra_options(["GGML_CPU_ARM_ARCH=native"], level)
+
+
+def test_zig_spelling_of_ggmls_arm_architectures():
+    d = _driver()
+    assert d.zig_arm_cpu("armv8-a") == "generic"
+    assert d.zig_arm_cpu("armv8.6-a+dotprod+fp16+sve+i8mm") == "generic+v8_6a+dotprod+fullfp16+sve+i8mm"
+    assert d.zig_arm_cpu("armv9.2-a+sme") == "generic+v9_2a+sme"  # ggml's SME variant
+    assert d.zig_arm_cpu("armv8.2-a+nosve") == "generic+v8_2a-sve"
+    with pytest.raises(SystemExit, match=r"-march=armv8.2-a\+crypto: no zig spelling for \['\+crypto'\]"):
+        d.zig_arm_cpu("armv8.2-a+crypto")
+    with pytest.raises(SystemExit, match="not an ARM architecture name: 'cortex-a76'"):
+        d.zig_arm_cpu("cortex-a76")
 
 
 def test_driver_rejects_a_level_or_option_the_table_does_not_define(tmp_path):
