@@ -31,8 +31,9 @@ Hermeticity: CMAKE_C/CXX_COMPILER, CMAKE_AR and CMAKE_RANLIB are wrapper scripts
 `python -m ziglang cc|c++|ar|ranlib -target <zig_target>`, the target of the level's platform in
 the table's `platforms` (x86_64-linux-gnu.2.28, aarch64-linux-gnu.2.28: one glibc floor); a
 platform other than x86_64 also gets CMAKE_SYSTEM_NAME/CMAKE_SYSTEM_PROCESSOR, so ggml takes its
-ARM branch (GGML_CPU_ARM_ARCH, given in zig's -mcpu spelling: zig_arm_cpu). PATH holds only the wrapper directory, cmake's and ninja's bin directories; CMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF
-so CMake finds no host ld/strip/git. Reproducibility: -ffile-prefix-map for every absolute
+ARM branch (GGML_CPU_ARM_ARCH, given in zig's -mcpu spelling: zig_arm_cpu). PATH holds only the
+wrapper directory, cmake's and ninja's bin directories; CMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF so
+CMake finds no host ld/strip/git. Reproducibility: -ffile-prefix-map for every absolute
 directory, static ggml, `-s` at link (set by the engine's CMakeLists.txt).
 """
 from __future__ import annotations
