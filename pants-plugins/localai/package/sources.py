@@ -59,7 +59,6 @@ from localai.model.variant import Variant
 from localai.native.model_conversion import ConvertedModelFieldSet
 from localai.native.options import NativeSubsystem, kept_engines
 from localai.native.rules import NATIVE_TOOLCHAIN_LOCK, NativeEngineFieldSet
-from localai.native.target_types import CpuLevelField
 from localai.package.proto import CompiledProto, CompileProtoRequest, GrpcToolsPin, GrpcToolsPinRequest
 from localai.package.records import ARTIFACT
 from localai.package.sbom import engine_components
@@ -116,11 +115,8 @@ async def build_engine_artifacts(request: EngineArtifactsRequest, native: Native
     direct = await Get(Targets, DependenciesRequest(wrapped.target[Dependencies]))
     # Native engines and converted models, by their field sets: no other packageable dependency
     # is carried into the PEX.
-    engines = kept_engines(
-        request.address.spec,
-        [(t[CpuLevelField].value, NativeEngineFieldSet.create(t)) for t in direct if NativeEngineFieldSet.is_applicable(t)],
-        native.cpu_levels,
-    )
+    engine_sets = [NativeEngineFieldSet.create(t) for t in direct if NativeEngineFieldSet.is_applicable(t)]
+    engines = kept_engines(request.address.spec, [(fs.cpu_level.value, fs) for fs in engine_sets], native.cpu_levels)
     models = [ConvertedModelFieldSet.create(t) for t in direct if ConvertedModelFieldSet.is_applicable(t)]
     built = await MultiGet(
         [
