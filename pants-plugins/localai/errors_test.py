@@ -8,8 +8,10 @@ import pkgutil
 import localai
 from localai.errors import LocalAIError
 
-# Run as standalone processes in the sandbox with the standard library only (see errors.py).
-STANDALONE = {"localai.oci.push", "localai.lint.elf_scan", "localai.package.portable_python_unpack", "localai.native.cmake_driver"}
+# Run as standalone processes in the sandbox (see errors.py): the standard library only, or with
+# their own tool PEX (dsse_tool: cryptography from the `signing` resolve).
+STANDALONE = {"localai.oci.push", "localai.lint.elf_scan", "localai.package.portable_python_unpack", "localai.native.cmake_driver",
+              "localai.package.dsse_tool"}
 
 
 def test_message_names_where_cause_and_fix() -> None:
