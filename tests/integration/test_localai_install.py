@@ -29,8 +29,7 @@ from tests.integration.backend_process import free_port, tree_sha256
 from tests.integration.localai_installer import install, resolve_entry
 from tests.integration.portable_python_standin import debian_cpython_archive
 from tests.integration.registry import RegistryServer, debian_tool
-from tests.integration.temp_repo import make_temp_repo, run_pants
-from tests.integration.test_remote_cache import SOURCES, TARGET
+from tests.integration.temp_repo import SILERO_VAD, SILERO_VAD_SOURCES, make_temp_repo, run_pants
 from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice
 
 ENTRY = "cpu-silero-vad"
@@ -105,9 +104,9 @@ def registry(tmp_path_factory):
 
 
 def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_path: Path) -> None:
-    repo = make_temp_repo(tmp_path / "clone", SOURCES)
+    repo = make_temp_repo(tmp_path / "clone", SILERO_VAD_SOURCES)
     archive = add_standin_python(repo, tmp_path / "standin")
-    pants(repo, "package", TARGET)
+    pants(repo, "package", SILERO_VAD)
     image = json.loads((repo / "dist/images/silero-vad/cpu/image.json").read_text())
     digest = image["manifest_digest"]
     record = json.loads((repo / "dist/backends/silero-vad/cpu/build-record.json").read_text())
@@ -123,16 +122,16 @@ def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_pat
     assert any(p.name.startswith("torch-") for p in big) and len(image["layers"]) == 1 + len(big) + 1
 
     opts = (f"--localai-oci-registry={registry.host}", "--localai-oci-repository=localai/backends")
-    out = pants(repo, *opts, "publish", TARGET)
+    out = pants(repo, *opts, "publish", SILERO_VAD)
     push = json.loads(next(l for l in out.splitlines() if l.startswith("{")))
     assert push["reference"] == f"{registry.host}/localai/backends@{digest}"
     # config + layers, all new to this registry
     assert push["uploaded_bytes"] > sum(l["size"] for l in image["layers"]) and push["skipped_bytes"] == 0
     # Publishing again uploads nothing: every blob is already there (one HEAD each).
-    again = json.loads(next(l for l in pants(repo, *opts, "publish", TARGET).splitlines() if l.startswith("{")))
+    again = json.loads(next(l for l in pants(repo, *opts, "publish", SILERO_VAD).splitlines() if l.startswith("{")))
     assert again["uploaded_bytes"] == 0 and again["skipped_bytes"] > 0
 
-    pants(repo, *opts, "--localai-oci-mirrors=['mirror.invalid/localai/backends']", "localai-gallery", TARGET)
+    pants(repo, *opts, "--localai-oci-mirrors=['mirror.invalid/localai/backends']", "localai-gallery", SILERO_VAD)
     index = (repo / "dist/gallery/index.yaml").read_text()
     entry = resolve_entry(index, "silero-vad")
     assert entry["name"] == ENTRY
@@ -158,7 +157,7 @@ def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_pat
 
     # Offline: the bundle, moved to where the air-gapped machine keeps it, registry gone.
     airgap = tmp_path / "airgap/bundle"
-    pants(repo, "localai-bundle", f"--localai-bundle-location={airgap}", TARGET)
+    pants(repo, "localai-bundle", f"--localai-bundle-location={airgap}", SILERO_VAD)
     shutil.copytree(repo / "dist/bundle", airgap)
     shutil.rmtree(repo / "dist/bundle")
     registry.stop()
