@@ -14,8 +14,11 @@ import grpc
 
 from backends.proto import backend_pb2, backend_pb2_grpc
 
+# The engine levels every ggml backend's BUILD lists (engines=[...]).
+LISTED_CPU_LEVELS = ("fallback", "avx2", "avx512")
 
-def packaged_cpu_levels(levels: tuple[str, ...]) -> tuple[str, ...]:
+
+def packaged_cpu_levels(levels: tuple[str, ...] = LISTED_CPU_LEVELS) -> tuple[str, ...]:
     """The engine CPU levels a backend listing `levels` carries: those .ci/run keeps with
     PANTS_LOCALAI_NATIVE_CPU_LEVELS (passed to tests by pants.toml's [test].extra_env_vars), or all."""
     kept = os.environ.get("PANTS_LOCALAI_NATIVE_CPU_LEVELS")

@@ -19,7 +19,7 @@ from tests.integration.llama_cpp_models import SDIST, convert, make_model
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code
 
 BACKEND = "llama-cpp"
-LEVELS = packaged_cpu_levels(("fallback", "avx2", "avx512"))
+LEVELS = packaged_cpu_levels()
 LIB = "libllama.so"
 CONTEXT = 256
 PARALLEL = 4

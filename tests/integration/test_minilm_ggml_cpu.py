@@ -13,7 +13,7 @@ from tests.integration.backend_process import BackendProcess, dist_path, package
 from tests.integration.rpc_checks import undecodable_requests_are_invalid_argument
 from tests.integration.tiny_models import minilm_dir
 
-LEVELS = packaged_cpu_levels(("fallback", "avx2", "avx512"))
+LEVELS = packaged_cpu_levels()
 TEXTS = ["A man is eating food.", "Ünïcödé ünd 日本語のテキスト 🙂", "x" * 3000, "short"]
 
 

@@ -21,7 +21,7 @@ from tests.integration.rpc_checks import Code, assert_healthy, expect_code, stat
 from tests.integration.sd_cpp_models import random_sdxs
 
 BACKEND = "stablediffusion-ggml"
-LEVELS = packaged_cpu_levels(("fallback", "avx2", "avx512"))
+LEVELS = packaged_cpu_levels()
 LIB = "libstable-diffusion.so"
 SDIST = Path("3rdparty/native/stable_diffusion_cpp_python-0.4.7.tar.gz")
 

@@ -28,7 +28,7 @@ from tests.integration.rpc_checks import Code, assert_healthy, expect_code, stat
 from tests.integration.tiny_models import SAMPLE_RATE, espeak_voice, synthetic_voice, write_wav
 from tests.integration.whisper_cpp_models import EOT, packaged_file, reference_greedy, tiny_whisper
 
-LEVELS = packaged_cpu_levels(("fallback", "avx2", "avx512"))
+LEVELS = packaged_cpu_levels()
 
 
 @pytest.fixture(scope="module")

@@ -65,10 +65,12 @@ def read_folder(folder: Path, where: str) -> ArtifactFiles:
             if path.is_symlink() or not path.is_file():
                 continue
             rel = path.relative_to(folder).as_posix()
-            with path.open("rb") as f:
-                sha256[rel] = _sha256_of(f)
             if rel in SMALL_FILES:
                 small[rel] = path.read_bytes()
+                sha256[rel] = hashlib.sha256(small[rel]).hexdigest()
+                continue
+            with path.open("rb") as f:
+                sha256[rel] = _sha256_of(f)
     return ArtifactFiles(where, sha256, small)
 
 
