@@ -75,7 +75,7 @@ def parse_manifest(path: Path) -> dict[str, dict[str, str]]:
 
 def install_pants(py: str, root: Path, venv: Path) -> None:
     log(f"creating the Pants venv at {venv} (once per change of 3rdparty/pants/requirements.txt)")
-    if venv.exists():  # left half-built by an interrupted run: no .ready stamp
+    if venv.exists():  # left half-built by an interrupted run: no .installed stamp
         shutil.rmtree(venv)
     run([py, "-m", "venv", str(venv)])
     run([str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--no-deps", "--require-hashes",
@@ -157,6 +157,8 @@ def main() -> None:
     ap.add_argument("--root", type=Path, required=True)
     ap.add_argument("--cache", type=Path, required=True)
     ap.add_argument("--venv", type=Path, required=True)
+    ap.add_argument("--ready", type=Path, required=True,
+                    help="the stamp written once the venv, the pex tool and the wheelhouse are as this checkout pins them")
     args = ap.parse_args()
     # Zip entries carry file modes: the pex tool's sha256 must not depend on the user's umask.
     os.umask(0o022)
@@ -165,13 +167,17 @@ def main() -> None:
     # delete the other's: the second waits here, then finds the venv ready.
     with open(args.cache / f"{args.venv.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (args.venv / ".ready").is_file():
+        if args.ready.is_file():
             return
         py = sys.executable
-        install_pants(py, args.root, args.venv)
+        # The venv depends on requirements.txt alone (its path says which): another bootstrap.py
+        # or wheelhouse keeps it, and only the checks below run again.
+        if not (args.venv / ".installed").is_file():
+            install_pants(py, args.root, args.venv)
+            (args.venv / ".installed").write_text("ok\n")
         build_pex_tool(args.venv, args.root, args.cache)
         fill_wheelhouse(py, args.root, args.cache)
-        (args.venv / ".ready").write_text("ok\n")
+        args.ready.write_text("ok\n")
         log("ready")
 
 

@@ -24,7 +24,7 @@ def test_missing_python39_names_what_to_install(tmp_path: Path) -> None:
     assert "CPython 3.9 not found" in result.stderr
     assert "pyenv install 3.9" in result.stderr and "PANTS_BOOTSTRAP_PYTHON" in result.stderr
     assert not (tmp_path / "home/.cache/localai-build").exists() or not any(
-        (tmp_path / "home/.cache/localai-build").glob("pants-venv-*/.ready")
+        (tmp_path / "home/.cache/localai-build").glob("pants-venv-*/.ready-*")
     )
 
 
@@ -36,15 +36,60 @@ def test_a_second_first_run_waits_for_the_first_and_reuses_its_venv(tmp_path: Pa
     import time
 
     cache, venv = tmp_path / "cache", tmp_path / "cache/pants-venv-0123456789abcdef"
+    ready = venv / ".ready-fedcba9876543210"
     cache.mkdir()
-    cmd = [sys.executable, "3rdparty/bootstrap/bootstrap.py", "--root", ".", "--cache", str(cache), "--venv", str(venv)]
+    cmd = [sys.executable, "3rdparty/bootstrap/bootstrap.py", "--root", ".", "--cache", str(cache), "--venv", str(venv),
+           "--ready", str(ready)]
     with open(cache / f"{venv.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the first run, installing
         second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         time.sleep(2)
         assert second.poll() is None, second.communicate()[0]  # waiting, not installing
         venv.mkdir()
-        (venv / ".ready").write_text("ok\n")
+        ready.write_text("ok\n")
     out, _ = second.communicate(timeout=60)
     assert second.returncode == 0, out
-    assert "creating the Pants venv" not in out and (venv / ".ready").read_text() == "ok\n"
+    assert "creating the Pants venv" not in out and ready.read_text() == "ok\n"
+
+
+def test_a_bootstrap_edit_keeps_the_venv_and_its_path(tmp_path: Path) -> None:
+    """Pants runs the pex tool with its venv's python, so that path is in every pex process's
+    cache key: ./pants names the venv by requirements.txt alone, and a changed bootstrap.py or
+    wheelhouse.toml re-runs only the checks, in the same venv."""
+    import hashlib
+    import sys
+
+    def venv_and_ready(repo: Path) -> tuple[str, str]:
+        # The paths ./pants hands to the bootstrap, read from a stand-in python3.9 that records them.
+        fake = tmp_path / "python3.9"
+        fake.write_text('#!/bin/bash\n[ "$1" = -c ] && exit 0\necho "$@" > "$ARGS_FILE"\nexit 3\n')
+        fake.chmod(0o755)
+        env = {**os.environ, "HOME": str(tmp_path / "home"), "PANTS_BOOTSTRAP_PYTHON": str(fake),
+               "ARGS_FILE": str(tmp_path / "args")}
+        assert subprocess.run(["./pants", "--version"], cwd=repo, env=env).returncode == 3
+        args = (tmp_path / "args").read_text().split()
+        return args[args.index("--venv") + 1], args[args.index("--ready") + 1]
+
+    repo = tmp_path / "repo"
+    (repo / "3rdparty/bootstrap").mkdir(parents=True)
+    (repo / "3rdparty/pants").mkdir()
+    shutil.copy2("pants", repo / "pants")
+    shutil.copy2("3rdparty/bootstrap/bootstrap.py", repo / "3rdparty/bootstrap/bootstrap.py")
+    shutil.copy2("3rdparty/pants/requirements.txt", repo / "3rdparty/pants/requirements.txt")
+    pex_tool = b"a stand-in pex tool\n"  # build_pex_tool keeps a file whose sha256 matches
+    (repo / "3rdparty/wheelhouse.toml").write_text(
+        f'[pex-tool]\nfile = "pex-tool"\nsha256 = "{hashlib.sha256(pex_tool).hexdigest()}"\nrequirement = "pex"\n')
+    venv_before, ready_before = venv_and_ready(repo)
+    with (repo / "3rdparty/bootstrap/bootstrap.py").open("a") as f:
+        f.write("# an edit\n")
+    venv, ready = venv_and_ready(repo)
+    assert venv == venv_before and ready != ready_before, (venv_before, venv, ready_before, ready)
+
+    cache = tmp_path / "home/.cache/localai-build"
+    Path(venv).mkdir(parents=True)
+    (Path(venv) / ".installed").write_text("ok\n")  # the venv the first bootstrap made
+    (cache / "pex-tool").write_bytes(pex_tool)
+    result = subprocess.run([sys.executable, "3rdparty/bootstrap/bootstrap.py", "--root", str(repo), "--cache", str(cache),
+                             "--venv", venv, "--ready", ready], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "creating the Pants venv" not in result.stderr and Path(ready).is_file(), result.stderr
