@@ -95,12 +95,18 @@ async def build_image_layer(request: ImageLayerRequest) -> ImageLayer:
         Get(PythonExecutable, InterpreterConstraints, request.interpreter_constraints),
         Get(Digest, CreateDigest([script_file("localai.oci", SCRIPT)])),
     )
-    files = await Get(Digest, AddPrefix(request.files, "folder"))
+    # The modes the layer records come from the digest, not from the sandbox (layout.layer_main).
+    entries = await Get(DigestEntries, Digest, request.files)
+    executables = json.dumps(sorted(e.path for e in entries if isinstance(e, FileEntry) and e.is_executable))
+    files, listing = await MultiGet(
+        Get(Digest, AddPrefix(request.files, "folder")),
+        Get(Digest, CreateDigest([FileContent("executables.json", executables.encode())])),
+    )
     result = await Get(
         ProcessResult,
         Process(
-            argv=[python.path, SCRIPT, "layer", "folder", "out", f"--created-by={request.created_by}"],
-            input_digest=await Get(Digest, MergeDigests([files, script])),
+            argv=[python.path, SCRIPT, "layer", "folder", "out", f"--created-by={request.created_by}", "--executables=executables.json"],
+            input_digest=await Get(Digest, MergeDigests([files, listing, script])),
             output_directories=("out",),
             description=f"OCI layer ({request.created_by})",
             level=LogLevel.DEBUG,

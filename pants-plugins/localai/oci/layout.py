@@ -77,17 +77,20 @@ def _sha256_file(path: Path) -> tuple[str, int]:
     return "sha256:" + h.hexdigest(), size
 
 
-def _mode(path: Path) -> int:
-    """0755 for directories and files with any execute bit (whoever runs the build), else 0644."""
-    return 0o755 if path.is_dir() or path.stat().st_mode & 0o111 else 0o644
+def _mode(path: Path, executable: bool | None = None) -> int:
+    """0755 for directories and executable files, else 0644. `executable` None: any execute bit
+    on disk (whoever runs the build) says so."""
+    if executable is None:
+        executable = bool(path.stat().st_mode & 0o111)
+    return 0o755 if path.is_dir() or executable else 0o644
 
 
-def _tarinfo(name: str, path: Path) -> tarfile.TarInfo:
+def _tarinfo(name: str, path: Path, executable: bool | None = None) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.mtime = MTIME
     info.uid = info.gid = 0
     info.uname = info.gname = ""
-    info.mode = _mode(path)
+    info.mode = _mode(path, executable)
     if path.is_dir():
         info.type = tarfile.DIRTYPE
     else:
@@ -169,17 +172,20 @@ def worth_compressing(folder: Path, paths: list[str]) -> bool:
     return raw == 0 or packed <= raw * (1 - MIN_GZIP_SAVING)
 
 
-def _write_tar(folder: Path, paths: list[str], out) -> None:
+def _write_tar(folder: Path, paths: list[str], out, executables: frozenset[str] | None) -> None:
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.GNU_FORMAT) as tar:
         for d in _parents(paths):
             tar.addfile(_tarinfo(d, folder / d))
         for p in paths:
             with (folder / p).open("rb") as f:
-                tar.addfile(_tarinfo(p, folder / p), f)
+                tar.addfile(_tarinfo(p, folder / p, None if executables is None else p in executables), f)
 
 
-def write_layer(folder: Path, paths: list[str], blobs: Path) -> tuple[Blob, str]:
-    """One tar layer into blobs/ (named by its digest), gzipped when that pays; returns it and its diff_id."""
+def write_layer(folder: Path, paths: list[str], blobs: Path, executables: frozenset[str] | None = None) -> tuple[Blob, str]:
+    """One tar layer into blobs/ (named by its digest), gzipped when that pays; returns it and its diff_id.
+
+    `executables`: the paths that are executable, when the files' modes on disk do not say it
+    (a sandbox: see layer_main); None reads the modes."""
     tmp = blobs / ".layer.tmp"
     compress = worth_compressing(folder, paths)
     with tmp.open("wb") as raw:
@@ -187,10 +193,10 @@ def write_layer(folder: Path, paths: list[str], blobs: Path) -> tuple[Blob, str]
         if compress:
             with gzip.GzipFile(filename="", mode="wb", fileobj=stored, mtime=MTIME, compresslevel=GZIP_LEVEL) as gz:
                 uncompressed = _HashingWriter(gz)
-                _write_tar(folder, paths, uncompressed)
+                _write_tar(folder, paths, uncompressed, executables)
         else:
             uncompressed = stored
-            _write_tar(folder, paths, stored)
+            _write_tar(folder, paths, stored, executables)
     digest = "sha256:" + stored.h.hexdigest()
     tmp.rename(blobs / digest.split(":")[1])
     return Blob(MEDIA_LAYER if compress else MEDIA_LAYER_TAR, digest, stored.n), "sha256:" + uncompressed.h.hexdigest()
@@ -364,10 +370,15 @@ def layer_main(argv: list[str]) -> int:
     parser.add_argument("folder", type=Path, help="the layer's files, at their image paths")
     parser.add_argument("out", type=Path)
     parser.add_argument("--created-by", required=True, help="the layer's line in the config's history")
+    # Pants hardlinks large files into a local sandbox from its store with execute bits the digest
+    # does not have, while a remote worker writes the digest's own: only the digest's flags give
+    # every executor the same layer.
+    parser.add_argument("--executables", type=Path, help="a JSON list of the folder's executable files (else: modes on disk)")
     args = parser.parse_args(argv)
     blobs = args.out / "blobs" / "sha256"
     blobs.mkdir(parents=True)
-    blob, diff_id = write_layer(args.folder, _files(args.folder), blobs)
+    executables = frozenset(json.loads(args.executables.read_text())) if args.executables else None
+    blob, diff_id = write_layer(args.folder, _files(args.folder), blobs, executables)
     (args.out / "layer.json").write_text(json.dumps(Layer(blob, diff_id, args.created_by).to_json(), sort_keys=True))
     return 0
 

@@ -150,7 +150,9 @@ def test_a_wheel_of_a_packed_pex_is_the_same_layer_in_every_image_that_carries_i
 
 def _stepwise(folder: Path, out: Path, own_layer_dirs: tuple[str, ...] = ()) -> None:
     """What oci/image.py runs: one `layer` process per group (its input only that group's files,
-    at their paths; executability as Pants materializes it), then one `image` process."""
+    at their paths, and the digest's list of executables), then one `image` process. Every file
+    is executable on disk in the sandbox, as Pants' local hardlinks from its store make large
+    files: the list, not the disk, must decide (a remote worker writes the digest's modes)."""
     groups = layer_groups(folder, 1024, own_layer_dirs)
     descriptors = []
     for i, group in enumerate(groups):
@@ -158,8 +160,10 @@ def _stepwise(folder: Path, out: Path, own_layer_dirs: tuple[str, ...] = ()) -> 
         for p in group:
             (sandbox / "folder" / p).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(folder / p, sandbox / "folder" / p)
-            (sandbox / "folder" / p).chmod(0o755 if os.access(folder / p, os.X_OK) else 0o644)
-        assert layer_main([str(sandbox / "folder"), str(sandbox / "out"), f"--created-by={layer_label(group, own_layer_dirs)}"]) == 0
+            (sandbox / "folder" / p).chmod(0o755)
+        (sandbox / "executables.json").write_text(json.dumps([p for p in group if os.access(folder / p, os.X_OK)]))
+        assert layer_main([str(sandbox / "folder"), str(sandbox / "out"), f"--created-by={layer_label(group, own_layer_dirs)}",
+                           f"--executables={sandbox / 'executables.json'}"]) == 0
         descriptors.append(json.loads((sandbox / "out/layer.json").read_text()))
         (blob,) = (sandbox / "out/blobs/sha256").iterdir()
         (out.parent / f"{out.name}-blobs" / f"blob-{blob.name}").mkdir(parents=True, exist_ok=True)
