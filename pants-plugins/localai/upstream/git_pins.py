@@ -55,12 +55,13 @@ class GitUrl:
             path, ref = path.rsplit("@", 1)
         return cls(urlunsplit((parts.scheme, parts.netloc, path, "", "")), ref or None, parts.fragment)
 
-    def pinned(self, commit: str) -> str:
-        """The URL naming ``commit``. A `file:` URL gets the host `localhost`: pip 20.3.4's
-        requirement parser refuses a direct reference with an empty host (`git+file:///...`)."""
+    def pinned(self, commit: str | None) -> str:
+        """The URL naming ``commit`` (None: its own ref). A `file:` URL gets the host `localhost`:
+        pip 20.3.4's requirement parser refuses a direct reference with an empty host (`git+file:///...`)."""
         parts = urlsplit(self.repository)
         netloc = parts.netloc or ("localhost" if parts.scheme == "file" else "")
-        url = "git+" + urlunsplit((parts.scheme, netloc, parts.path, "", "")) + f"@{commit}"
+        ref = commit or self.ref
+        url = "git+" + urlunsplit((parts.scheme, netloc, parts.path, "", "")) + (f"@{ref}" if ref else "")
         return url + (f"#{self.fragment}" if self.fragment else "")
 
 
@@ -153,7 +154,7 @@ async def resolve_git_refs(request: GitRefsRequest) -> ResolvedGitRefs:
             detail = result.stderr.decode().strip().splitlines()
             failures[url] = (
                 f"`git ls-remote {parsed.repository} {parsed.ref or 'HEAD'}` "
-                + (f"failed: {detail[-1]}" if detail else "named no commit")
+                + (f"failed: {detail[0]}" if detail else "named no commit")
             )
     return ResolvedGitRefs(FrozenDict(commits), FrozenDict(failures))
 

@@ -45,7 +45,6 @@ from localai.upstream.git_pins import (
     GitRefsRequest,
     GitUrl,
     ResolvedGitRefs,
-    is_git_url,
 )
 from localai.upstream.layout import (
     BACKEND_FILE,
@@ -203,13 +202,9 @@ def git_urls(folders: dict[str, dict[str, str]]) -> tuple[str, ...]:
             if not REQUIREMENT_FILE.match(file):
                 continue
             try:
-                refs = direct_references(f"{name}/{file}", content)
+                found.update(direct_references(f"{name}/{file}", content).git_urls)
             except LocalAILayoutError:
                 continue  # the folder is skipped with this reason by plan_import
-            for line in refs.content.splitlines():
-                url = line.split(" @ ", 1)[1].split(" ", 1)[0] if " @ " in line else ""
-                if is_git_url(url):
-                    found.add(url)
     return tuple(sorted(found))
 
 

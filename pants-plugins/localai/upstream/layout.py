@@ -51,7 +51,7 @@ from localai.model.requirements import (
     layer_with_origin,
     normalized_name,
 )
-from localai.upstream.git_pins import GIT_PINS_PATH, NO_PINS, GitPins, is_git_url
+from localai.upstream.git_pins import GIT_PINS_PATH, NO_PINS, GitPins, GitUrl, is_git_url
 
 REQUIREMENT_FILE = re.compile(r"^requirements(?:-(?P<suffix>.+))?\.txt$")
 BACKEND_FILE = "backend.py"
@@ -258,13 +258,14 @@ class DirectReferences:
     content: str  # the file with its URL lines read as pinned PEP 508 direct references
     notes: tuple[str, ...]  # one sentence per line so read
     unpinned: tuple[str, ...]  # git URLs with no pinned commit: the variant is not lockable
+    git_urls: tuple[str, ...] = ()  # every git URL, as the file writes it (the pins' keys)
 
 
 def direct_references(path: str, content: str, pins: GitPins = NO_PINS) -> DirectReferences:
     """``content`` with LocalAI's bare URL lines read as PEP 508 direct references and git refs
     read as the commits ``pins`` records. A URL whose project cannot be told from it is refused,
     naming the file and line."""
-    lines, notes, unpinned = [], [], []
+    lines, notes, unpinned, git_urls = [], [], [], []
     file = PurePath(path).name
     for lineno, raw in enumerate(content.splitlines(), start=1):
         stripped = raw.split(" #", 1)[0].strip()
@@ -282,20 +283,20 @@ def direct_references(path: str, content: str, pins: GitPins = NO_PINS) -> Direc
             )
         read = url
         if is_git_url(url):
+            git_urls.append(url)
             pinned = pins.pin(url)
+            read = pinned or GitUrl.parse(url).pinned(None)
             if pinned is None:
                 unpinned.append(
                     f"{file} line {lineno}: `{url}` has no commit pinned in {GIT_PINS_PATH} (git could not "
                     f"resolve its ref when the folder was imported; re-run `./pants localai-import` where the host is reachable)"
                 )
-            else:
-                read = pinned
         ref = f"{name} @ {read}" + (f" {marker}" if marker else "")
         lines.append(ref)
         if bare or read != url:
             notes.append(f"{file} line {lineno}: `{url}` read as `{ref}`")
     text = "\n".join(lines) + ("\n" if content.endswith("\n") else "")
-    return DirectReferences(text, tuple(notes), tuple(unpinned))
+    return DirectReferences(text, tuple(notes), tuple(unpinned), tuple(git_urls))
 
 
 @dataclass(frozen=True)
