@@ -10,7 +10,7 @@ from localai.lint import audit, zizmor
 from localai.model import accelerators, lockfile, requirements, variant, wheelhouse
 from localai.oci import image, publish
 from localai.package import backend, portable_python, proto, signing, source_checkout, sources
-from localai.upstream import importer, layout, proto_diff
+from localai.upstream import git_pins, importer, layout, proto_diff
 
 
 def target_types():
@@ -38,6 +38,7 @@ def rules():
         *export.rules(),
         *proto_diff.rules(),
         *layout.rules(),
+        *git_pins.rules(),
         *sources.rules(),
         *importer.rules(),
         *resolves.rules(),

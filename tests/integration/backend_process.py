@@ -54,8 +54,11 @@ class BackendProcess:
     ``launcher``: a command that starts run.sh as its child (e.g. to play LocalAI's process).
     """
 
-    def __init__(self, backend: str, accelerator: str = "cpu", env: dict[str, str] | None = None, launcher=()):
-        self.run_sh = dist_path(backend, accelerator)
+    def __init__(
+        self, backend: str, accelerator: str = "cpu", env: dict[str, str] | None = None, launcher=(), run_sh: Path | None = None
+    ):
+        # ``run_sh``: a run.sh packaged elsewhere (a temporary repository's dist/).
+        self.run_sh = run_sh or dist_path(backend, accelerator)
         port = free_port()
         self.addr = f"127.0.0.1:{port}"
         self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"{backend}-{accelerator}-{port}.log"

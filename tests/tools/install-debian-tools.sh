@@ -11,6 +11,7 @@
 #   debootstrap      downloads Debian's arm64 packages for the aarch64 CPython those tests run
 #   openssl          makes the signing keys of the provenance-signing test (package/signing_rule_test.py)
 #                    and checks its DSSE signatures independently of the signer's cryptography
+#   git              the git repository of the direct-reference test (test_localai_direct_references.py)
 # Test-only: the build itself needs none of them. Called by the tests (registry.py) and by
 # .ci/run. Needs root or sudo and a Debian/Ubuntu apt source; anywhere else, install the
 # equivalent package (e.g. `distribution`/`registry`) and put `docker-registry` on PATH.
@@ -24,9 +25,10 @@ command -v espeak-ng >/dev/null 2>&1 || missing="$missing espeak-ng"
 command -v qemu-aarch64-static >/dev/null 2>&1 || missing="$missing qemu-user-static"
 command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$missing debootstrap"
 command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
+command -v git >/dev/null 2>&1 || missing="$missing git"
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry), skopeo, PostgreSQL (initdb, pg_ctl), espeak-ng, qemu-user-static, debootstrap and openssl" >&2
+    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry), skopeo, PostgreSQL (initdb, pg_ctl), espeak-ng, qemu-user-static, debootstrap, openssl and git" >&2
     exit 1
 fi
 sudo=""

@@ -69,7 +69,7 @@ def runtime_requirements(variant: Variant, layered: LayeredRequirements) -> tupl
     """The variant's requirements the PEX carries; refuses what cannot be packaged, naming the fix."""
     if layered.unsatisfied:
         raise PinPolicyError(
-            f"{variant.address}: the {variant.accelerator.name} pin policy cannot satisfy this backend: " + "; ".join(layered.unsatisfied)
+            f"{variant.address}: the {variant.accelerator.name} variant cannot be built here: " + "; ".join(layered.unsatisfied)
         )
     by_name = {PipRequirement.parse(r).project_name.lower(): r for r in layered.requirements}
     if BUILD_ONLY_REQUIREMENT not in by_name:

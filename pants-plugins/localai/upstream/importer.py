@@ -14,6 +14,11 @@ reason (file, line, fix) and every other folder is written; a profile that canno
 variants declared. The summary says "imported N of M folders"; the exit code is non-zero while
 anything was skipped, unless `--allow-skipped` is given (a skipped folder's old BUILD file and
 pants.toml entries are left as they were: nothing is written for it).
+
+Git requirements are pinned here, once: each git URL of the tree with no commit in
+3rdparty/localai-git-pins.toml is resolved with `git ls-remote` and recorded (upstream/git_pins.py);
+a URL git cannot resolve leaves its variants not lockable, naming it. Existing pins are kept,
+so a re-run asks git nothing and rewrites the same bytes.
 """
 from __future__ import annotations
 
@@ -33,6 +38,14 @@ from localai.model.accelerators import AcceleratorMatrix
 from localai.model.lockfile import LockfileRequest, MaybeLockfile
 from localai.model.variant import backend_name, lockfile_path, resolve_name
 from localai.upstream import report
+from localai.upstream.git_pins import (
+    GIT_PINS_PATH,
+    NO_PINS,
+    GitPins,
+    GitRefsRequest,
+    GitUrl,
+    ResolvedGitRefs,
+)
 from localai.upstream.layout import (
     BACKEND_FILE,
     COMMON_DIR,
@@ -40,6 +53,7 @@ from localai.upstream.layout import (
     LocalAIConventions,
     LocalAILayoutError,
     check_file_names,
+    direct_references,
     profile_files,
     variant_requirements,
 )
@@ -115,6 +129,7 @@ def plan_import(
     folders: dict[str, dict[str, str]],
     matrix: AcceleratorMatrix,
     conventions: LocalAIConventions,
+    pins: GitPins = NO_PINS,
 ) -> ImportPlan:
     """``folders``: {folder name: {file name: content for requirement files, "" for others}}."""
     build_files, variants, notes, skipped, imported = {}, [], [], [], []
@@ -152,13 +167,13 @@ def plan_import(
                 continue
             accel = matrix.accelerators[profile.accelerator]
             try:
-                layered = variant_requirements(directory, reqs, accel, conventions)
+                layered = variant_requirements(directory, reqs, accel, conventions, pins)
             except LocalAILayoutError as e:
                 # A profile's own file (an index of another build): that variant alone.
                 folder_skips.append(Skipped(directory, accel.name, str(e)))
                 continue
             not_lockable = (
-                "the pin policy cannot satisfy it: " + "; ".join(layered.unsatisfied) if layered.unsatisfied else None
+                "cannot be built here: " + "; ".join(layered.unsatisfied) if layered.unsatisfied else None
             )
             declared.append(
                 ImportedVariant(directory, backend_name(directory), accel.name, accel.pip_options, layered.replacements, not_lockable)
@@ -177,6 +192,20 @@ def plan_import(
         imported.append(name)
         build_files[f"{directory}/BUILD"] = f"{header}\n{build_line(declared)}\n"
     return ImportPlan(build_files, tuple(variants), tuple(notes), tuple(skipped), backend_folders, tuple(imported))
+
+
+def git_urls(folders: dict[str, dict[str, str]]) -> tuple[str, ...]:
+    """Every git URL the requirement files of ``folders`` name, as written (sorted, once each)."""
+    found = set()
+    for name, files in folders.items():
+        for file, content in files.items():
+            if not REQUIREMENT_FILE.match(file):
+                continue
+            try:
+                found.update(direct_references(f"{name}/{file}", content).git_urls)
+            except LocalAILayoutError:
+                continue  # the folder is skipped with this reason by plan_import
+    return tuple(sorted(found))
 
 
 def import_entries(root: str, declared: tuple[ResolveEntry, ...], plan: ImportPlan) -> tuple[ResolveEntry, ...]:
@@ -237,6 +266,19 @@ async def upstream_report(root: str, folders: dict[str, dict[str, str]], convent
     return lines
 
 
+async def pin_git_refs(console: Console, folders: dict[str, dict[str, str]], pins: GitPins) -> GitPins:
+    """``pins`` plus a commit for each git URL of ``folders`` that has none yet (git ls-remote)."""
+    missing = tuple(u for u in git_urls(folders) if pins.pin(u) is None)
+    if not missing:
+        return pins
+    resolved = await Get(ResolvedGitRefs, GitRefsRequest(missing))
+    for url, commit in sorted(resolved.commits.items()):
+        console.print_stdout(f"git pin: {url} -> {commit} ({GitUrl.parse(url).ref or 'HEAD'})")
+    for url, why in sorted(resolved.failures.items()):
+        console.print_stderr(f"git pin: {url} not pinned: {why}; its variants are not lockable")
+    return pins.with_pins(dict(resolved.commits))
+
+
 def import_roots(specs: Specs) -> tuple[str, ...]:
     return tuple(s.directory for s in specs.includes.dir_literals)
 
@@ -252,6 +294,7 @@ async def localai_import(
     matrix = await Get(AcceleratorMatrix)
     conventions = await Get(LocalAIConventions)
     declared = await Get(DeclaredResolves)
+    pins = await Get(GitPins)
     entries = declared.entries
     writes: dict[str, str] = {}
     skipped = 0
@@ -265,7 +308,8 @@ async def localai_import(
         for fc in req_contents:
             p = PurePath(fc.path)
             folders[p.parent.name][p.name] = fc.content.decode()
-        plan = plan_import(root, folders, matrix, conventions)
+        pins = await pin_git_refs(console, folders, pins)
+        plan = plan_import(root, folders, matrix, conventions, pins)
         if subsystem.report:
             for line in await upstream_report(root, folders, conventions):
                 console.print_stdout(line)
@@ -291,6 +335,8 @@ async def localai_import(
             f"localai-import: {skipped} skipped (reasons above); every other folder is declared. "
             "Fix them, or pass --allow-skipped to accept the import as it is."
         )
+    if pins.commits:
+        writes[GIT_PINS_PATH] = pins.render()
     update = await Get(PantsTomlUpdate)
     writes[PANTS_TOML] = update_pants_toml(update.current, entries)
     current = await Get(DigestContents, PathGlobs(list(writes)))

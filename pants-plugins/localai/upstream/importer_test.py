@@ -3,10 +3,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
 from localai.goals.resolves import ResolveEntry
 from localai.model.accelerators import AcceleratorMatrix
+from localai.model.requirements import LayeredRequirements, LayeredRequirementsRequest
 from localai.testutil import PANTS_TOML, make_rule_runner, repo_file
 from localai.upstream.importer import LocalAIImportGoal, import_entries, plan_import
 from localai.upstream.layout import LocalAIConventions
@@ -189,3 +191,46 @@ def test_goal_check_fails_when_not_current() -> None:
     assert result.exit_code == 1
     assert f"{ROOT}/rerank/BUILD is not current" in result.stderr
     assert Path(rule_runner.build_root, "pants.toml").read_text() == PANTS_TOML
+
+
+def _git_repo(path: Path) -> str:
+    """A git repository with one commit tagged v1; returns the commit."""
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e.invalid", "HOME": str(path), "PATH": "/usr/bin:/bin"}
+    path.mkdir(parents=True)
+    (path / "setup.py").write_text("")
+    for args in (["init", "-q", "."], ["add", "."], ["commit", "-qm", "one"], ["tag", "v1"]):
+        subprocess.run(["git", *args], cwd=path, env=env, check=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_goal_pins_git_refs_once_and_an_unreachable_one_is_not_lockable(tmp_path: Path) -> None:
+    commit = _git_repo(tmp_path / "tiny")
+    reachable, unreachable = f"git+file://{tmp_path}/tiny@v1", f"git+file://{tmp_path}/missing@v1"
+    rule_runner = make_rule_runner(QueryRule(LayeredRequirements, [LayeredRequirementsRequest]))
+    rule_runner.write_files({
+        **_repo(),
+        f"{ROOT}/gitdep/backend.py": "",
+        f"{ROOT}/gitdep/requirements-cpu.txt": f"{reachable}\n",
+        f"{ROOT}/gone/backend.py": "",
+        f"{ROOT}/gone/requirements-cpu.txt": f"{unreachable}\n",
+    })
+    result = _run(rule_runner)
+    assert result.exit_code == 0, result.stderr
+    assert f"git pin: {reachable} -> {commit} (v1)" in result.stdout
+    assert f"git pin: {unreachable} not pinned: `git ls-remote file://{tmp_path}/missing v1` failed" in result.stderr
+    pins = Path(rule_runner.build_root, "3rdparty/localai-git-pins.toml").read_text()
+    assert f'"{reachable}" = "{commit}"' in pins and "missing" not in pins
+    assert Path(rule_runner.build_root, ROOT, "gitdep", "BUILD").read_text().endswith('localai_import(accelerators=["cpu"])\n')
+    gone = Path(rule_runner.build_root, ROOT, "gone", "BUILD").read_text()
+    assert 'not_lockable_here={"cpu": \'cannot be built here: requirements-cpu.txt line 1: `' + unreachable in gone
+    # The resolve reads the pinned commit.
+    assert f"tiny@ git+file://localhost{tmp_path}/tiny@{commit}" in rule_runner.request(
+        LayeredRequirements, [LayeredRequirementsRequest(f"{ROOT}/gitdep", "cpu", "t", "localai")]
+    ).requirements
+    # A re-run asks git only about the unpinned URL and writes the same bytes.
+    again = _run(rule_runner)
+    assert again.exit_code == 0 and "wrote" not in again.stdout and f"git pin: {reachable}" not in again.stdout
+    assert _run(rule_runner, "--check").exit_code == 0

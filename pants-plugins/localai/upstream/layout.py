@@ -17,6 +17,14 @@
   taken from the wheel or sdist file name, or for git from the repository's name (a `#egg=`
   fragment wins); each reading is recorded as one sentence. A name that the built metadata
   contradicts fails the lock (pip checks it), so a wrong guess is never silently locked.
+  A git URL (bare or `name @ git+...`) is read naming the commit its ref resolved to
+  (upstream/git_pins.py); pex locks it with the sha256 of that commit's tree, and a wheel or
+  sdist URL with the sha256 of the file. A git URL with no pinned commit leaves the variant not
+  lockable, naming the URL.
+- What install.sh adds ([localai.overrides.<folder>] in 3rdparty/accelerators.toml, reviewed
+  data): `no_deps` (requirements install.sh installs with --no-deps: a lock resolves every
+  requirement's dependencies, so it cannot honour that) and `out_of_scope` (a build step no
+  requirement file shows) make the folder's variants not lockable, with the reason.
 - grpcio-tools: LocalAI installs it at protogen time in a throwaway venv, bounded by the
   backend's grpcio; here it joins the variant's resolve with the same bound (build-only: the
   PEX does not carry it).
@@ -43,6 +51,7 @@ from localai.model.requirements import (
     layer_with_origin,
     normalized_name,
 )
+from localai.upstream.git_pins import GIT_PINS_PATH, NO_PINS, GitPins, GitUrl, is_git_url
 
 REQUIREMENT_FILE = re.compile(r"^requirements(?:-(?P<suffix>.+))?\.txt$")
 BACKEND_FILE = "backend.py"
@@ -63,12 +72,39 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class InstallShOverride:
+    """What a folder's install.sh does beyond its requirement files ([localai.overrides.<folder>])."""
+
+    no_deps: tuple[str, ...] = ()  # projects install.sh installs with --no-deps
+    out_of_scope: str | None = None  # a build step the import does not reproduce, and why
+    accelerators: tuple[str, ...] = ()  # the variants install.sh does it for; () means all
+
+    def reasons(self, folder: str, accelerator: str) -> tuple[str, ...]:
+        if self.accelerators and accelerator not in self.accelerators:
+            return ()
+        found = []
+        if self.no_deps:
+            found.append(
+                f"{folder}/install.sh installs {', '.join(self.no_deps)} with --no-deps, which a lock cannot "
+                f"honour (it resolves every requirement's dependencies) ([localai.overrides.{folder}] in {MATRIX_PATH})"
+            )
+        if self.out_of_scope:
+            found.append(f"{folder}/install.sh: {self.out_of_scope} ([localai.overrides.{folder}] in {MATRIX_PATH})")
+        return tuple(found)
+
+
+_OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators"}
+
+
+@dataclass(frozen=True)
 class LocalAIConventions:
     profiles: FrozenDict[str, Profile]
     # accelerator -> {normalized project name: requirement, or "" when not provided here}
     torch_family: FrozenDict[str, FrozenDict[str, str]]
     # accelerator -> other PyTorch indexes of the same accelerator, dropped in favour of its own
     index_aliases: FrozenDict[str, tuple[str, ...]] = FrozenDict()
+    # LocalAI folder name -> what its install.sh adds
+    overrides: FrozenDict[str, InstallShOverride] = FrozenDict()
 
     @classmethod
     def parse(cls, content: str, matrix: AcceleratorMatrix, path: str = MATRIX_PATH) -> "LocalAIConventions":
@@ -89,7 +125,25 @@ class LocalAIConventions:
         for accel, urls in table.get("index_aliases", {}).items():
             matrix.get(accel, context=f"{path} [localai.index_aliases] {accel}")
             aliases[accel] = tuple(u.rstrip("/") for u in urls)
-        return cls(FrozenDict(profiles), FrozenDict(family), FrozenDict(aliases))
+        overrides = {}
+        for folder, entry in table.get("overrides", {}).items():
+            where = f"{path} [localai.overrides.{folder}]"
+            unknown = sorted(set(entry) - _OVERRIDE_KEYS)
+            if unknown:
+                raise LocalAILayoutError(
+                    f"{where}: unknown key(s) {', '.join(unknown)}. Fix: use {', '.join(sorted(_OVERRIDE_KEYS))}."
+                )
+            no_deps = entry.get("no_deps", [])
+            out_of_scope = entry.get("out_of_scope")
+            if not isinstance(no_deps, list) or not all(isinstance(n, str) and n for n in no_deps):
+                raise LocalAILayoutError(f"{where}: no_deps must be a list of project names. Fix: e.g. no_deps = [\"chatterbox-tts\"].")
+            if out_of_scope is not None and not (isinstance(out_of_scope, str) and out_of_scope.strip()):
+                raise LocalAILayoutError(f"{where}: out_of_scope must say why, as a sentence. Fix: out_of_scope = \"<what install.sh does>\".")
+            accels = tuple(entry.get("accelerators", ()))
+            for accel in accels:
+                matrix.get(accel, context=f"{where} accelerators")
+            overrides[folder] = InstallShOverride(tuple(normalized_name(n) for n in no_deps), out_of_scope, accels)
+        return cls(FrozenDict(profiles), FrozenDict(family), FrozenDict(aliases), FrozenDict(overrides))
 
     def profile_of(self, accelerator: str) -> Profile | None:
         return next((p for p in self.profiles.values() if p.accelerator == accelerator), None)
@@ -171,7 +225,7 @@ def check_isolation(path: str, content: str, accel: Accelerator, aliases: tuple[
     return tuple(notes)
 
 
-_BARE_URL = re.compile(r"^(?P<url>(?:git\+)?https?://\S+|git\+ssh://\S+|file://\S+)\s*(?P<marker>;.*)?$")
+_BARE_URL = re.compile(r"^(?P<url>git\+(?:https?|ssh|file)://\S+|https?://\S+|file://\S+)\s*(?P<marker>;.*)?$")
 _WHEEL_NAME = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-\d[^-]*(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 _SDIST_NAME = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*?)-\d[A-Za-z0-9.+!_-]*\.(?:tar\.gz|zip|tar\.bz2)$")
 
@@ -196,27 +250,53 @@ def name_of_url(url: str) -> str | None:
     return None
 
 
-def direct_references(path: str, content: str) -> tuple[str, tuple[str, ...]]:
-    """``content`` with LocalAI's bare URL lines read as PEP 508 direct references, and one
-    sentence per line so read. A URL whose project cannot be told from it is refused, naming
-    the file and line."""
-    lines, notes = [], []
+_NAMED_URL = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?)\s*@\s*(?P<url>\S+)\s*(?P<marker>;.*)?$")
+
+
+@dataclass(frozen=True)
+class DirectReferences:
+    content: str  # the file with its URL lines read as pinned PEP 508 direct references
+    notes: tuple[str, ...]  # one sentence per line so read
+    unpinned: tuple[str, ...]  # git URLs with no pinned commit: the variant is not lockable
+    git_urls: tuple[str, ...] = ()  # every git URL, as the file writes it (the pins' keys)
+
+
+def direct_references(path: str, content: str, pins: GitPins = NO_PINS) -> DirectReferences:
+    """``content`` with LocalAI's bare URL lines read as PEP 508 direct references and git refs
+    read as the commits ``pins`` records. A URL whose project cannot be told from it is refused,
+    naming the file and line."""
+    lines, notes, unpinned, git_urls = [], [], [], []
+    file = PurePath(path).name
     for lineno, raw in enumerate(content.splitlines(), start=1):
-        m = _BARE_URL.match(raw.strip())
-        if not m:
+        stripped = raw.split(" #", 1)[0].strip()
+        bare, named = _BARE_URL.match(stripped), _NAMED_URL.match(stripped)
+        if not bare and not named:
             lines.append(raw)
             continue
+        m = bare or named
         url, marker = m.group("url"), (m.group("marker") or "").strip()
-        name = name_of_url(url)
+        name = named.group("name") if named else name_of_url(url)
         if name is None:
             raise LocalAILayoutError(
                 f"{path} line {lineno}: `{raw.strip()}` names no project: neither a wheel or sdist file "
                 f"name nor a git repository. Fix: write it as `name @ {url}` (PEP 508), or add `#egg=name`."
             )
-        ref = f"{name} @ {url}" + (f" {marker}" if marker else "")
+        read = url
+        if is_git_url(url):
+            git_urls.append(url)
+            pinned = pins.pin(url)
+            read = pinned or GitUrl.parse(url).pinned(None)
+            if pinned is None:
+                unpinned.append(
+                    f"{file} line {lineno}: `{url}` has no commit pinned in {GIT_PINS_PATH} (git could not "
+                    f"resolve its ref when the folder was imported; re-run `./pants localai-import` where the host is reachable)"
+                )
+        ref = f"{name} @ {read}" + (f" {marker}" if marker else "")
         lines.append(ref)
-        notes.append(f"{PurePath(path).name} line {lineno}: `{url}` read as `{ref}`")
-    return "\n".join(lines) + ("\n" if content.endswith("\n") else ""), tuple(notes)
+        if bare or read != url:
+            notes.append(f"{file} line {lineno}: `{url}` read as `{ref}`")
+    text = "\n".join(lines) + ("\n" if content.endswith("\n") else "")
+    return DirectReferences(text, tuple(notes), tuple(unpinned), tuple(git_urls))
 
 
 @dataclass(frozen=True)
@@ -262,7 +342,11 @@ def apply_policy(
 
 
 def variant_requirements(
-    directory: str, files: dict[str, str], accel: Accelerator, conventions: LocalAIConventions
+    directory: str,
+    files: dict[str, str],
+    accel: Accelerator,
+    conventions: LocalAIConventions,
+    pins: GitPins = NO_PINS,
 ) -> LayeredRequirements:
     """A LocalAI folder's requirements for one accelerator. ``files``: {file name: content}."""
     profile = conventions.profile_of(accel.name)
@@ -274,14 +358,15 @@ def variant_requirements(
     if problems:
         raise LocalAILayoutError("\n".join(problems))
     ordered = [(f"{directory}/{name}", files[name]) for name in install_order(profile) if name in files]
-    index_notes, url_notes = [], []
+    index_notes, url_notes, unpinned = [], [], []
     for path, content in ordered:
         index_notes.extend(check_isolation(path, content, accel, conventions.index_aliases.get(accel.name, ())))
     read = []
     for path, content in ordered:
-        content, notes = direct_references(path, content)
-        read.append((path, content))
-        url_notes.extend(notes)
+        refs = direct_references(path, content, pins)
+        read.append((path, refs.content))
+        url_notes.extend(refs.notes)
+        unpinned.extend(refs.unpinned)
     ordered = read
     try:
         merged = layer_with_origin(ordered)
@@ -291,11 +376,12 @@ def variant_requirements(
             f"`name @ url`), or remove the folder from this tree."
         ) from e
     result = apply_policy(merged, accel.name, conventions)
+    override = conventions.overrides.get(PurePath(directory).name, InstallShOverride())
     return LayeredRequirements(
         result.requirements,
         tuple(p for p, _ in ordered),
         result.replacements + tuple(index_notes) + tuple(url_notes),
-        result.unsatisfied,
+        result.unsatisfied + tuple(unpinned) + override.reasons(PurePath(directory).name, accel.name),
     )
 
 
@@ -312,11 +398,12 @@ async def load_localai_conventions() -> LocalAIConventions:
 async def read_localai_requirements(request: LocalAIRequirementsRequest) -> LayeredRequirements:
     matrix = await Get(AcceleratorMatrix)
     conventions = await Get(LocalAIConventions)
+    pins = await Get(GitPins)
     accel = matrix.get(request.accelerator, context=request.owner)
     contents = await Get(DigestContents, PathGlobs([f"{request.directory}/requirements*.txt"]))
     files = {PurePath(fc.path).name: fc.content.decode() for fc in contents}
     try:
-        return variant_requirements(request.directory, files, accel, conventions)
+        return variant_requirements(request.directory, files, accel, conventions, pins)
     except LocalAILayoutError as e:
         raise RequirementsFileError(f"{request.owner}: {e}") from e
 

@@ -8,6 +8,7 @@ from pants.engine.internals.scheduler import ExecutionError
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.requirements import layer_with_origin
 from localai.testutil import make_rule_runner, repo_file
+from localai.upstream.git_pins import GitPins, GitPinsError, commit_of
 from localai.upstream.layout import (
     LocalAIConventions,
     LocalAILayoutError,
@@ -220,9 +221,9 @@ def test_an_alias_of_one_accelerator_is_refused_in_another(matrix, conventions) 
     ],
 )
 def test_bare_url_lines_become_direct_references_named_from_the_url(line, expected) -> None:
-    content, notes = direct_references("d/requirements-cpu.txt", f"torch\n{line}\n")
-    assert content == f"torch\n{expected}\n"
-    assert notes == (f"requirements-cpu.txt line 2: `{line.split(' ;')[0]}` read as `{expected}`",)
+    refs = direct_references("d/requirements-cpu.txt", f"torch\n{line}\n")
+    assert refs.content == f"torch\n{expected}\n"
+    assert refs.notes == (f"requirements-cpu.txt line 2: `{line.split(' ;')[0]}` read as `{expected}`",)
     # What is read is PEP 508: the layering's parser takes it, as a direct reference.
     ((_, req),) = layer_with_origin([("d/requirements-cpu.txt", expected + "\n")]).values()
     assert req.url and req.url == line.split(" ;")[0]
@@ -245,3 +246,109 @@ def test_pep508_direct_references_and_their_markers_are_kept(matrix, conventions
     assert any(r.startswith("sd_embed") and "git+https://github.com/xhinker/sd_embed" in r for r in layered.requirements), layered.requirements
     sd_embed = "git+https://github.com/xhinker/sd_embed"
     assert f"requirements-cpu.txt line 2: `{sd_embed}` read as `sd_embed @ {sd_embed}`" in layered.replacements
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_git_urls_are_read_at_their_pinned_commit_markers_kept() -> None:
+    pins = GitPins.parse(
+        '[pins]\n"git+https://github.com/Blaizzy/mlx-vlm@v0.4.4" = "%s"\n'
+        '"git+file:///srv/repo" = "%s"\n' % (COMMIT, COMMIT)
+    )
+    content = (
+        "git+https://github.com/Blaizzy/mlx-vlm@v0.4.4\n"
+        "tiny @ git+file:///srv/repo ; python_version >= '3.8'\n"
+        f"other @ git+https://h/o/other@{COMMIT}#subdirectory=py\n"
+    )
+    refs = direct_references("d/requirements-cpu.txt", content, pins)
+    assert refs.content.splitlines() == [
+        f"mlx-vlm @ git+https://github.com/Blaizzy/mlx-vlm@{COMMIT}",
+        # pip 20.3.4 refuses git+file:/// (no host): the pinned URL names localhost.
+        f"tiny @ git+file://localhost/srv/repo@{COMMIT} ; python_version >= '3.8'",
+        # Already a commit: its own pin, unchanged.
+        f"other @ git+https://h/o/other@{COMMIT}#subdirectory=py",
+    ]
+    assert refs.unpinned == ()
+    assert refs.notes[0] == (
+        f"requirements-cpu.txt line 1: `git+https://github.com/Blaizzy/mlx-vlm@v0.4.4` read as "
+        f"`mlx-vlm @ git+https://github.com/Blaizzy/mlx-vlm@{COMMIT}`"
+    )
+    ((_, req),) = layer_with_origin([("d/r.txt", refs.content.splitlines()[1] + "\n")]).values()
+    assert req.url == f"git+file://localhost/srv/repo@{COMMIT}" and 'python_version >= "3.8"' in str(req)
+
+
+def test_an_unpinned_git_url_makes_the_variant_not_lockable_naming_it(matrix, conventions) -> None:
+    files = {"requirements.txt": "grpcio==1.85.3\n", "requirements-cpu.txt": "git+https://github.com/Blaizzy/mlx-audio\n"}
+    layered = variant_requirements("d", files, matrix.accelerators["cpu"], conventions)
+    assert layered.unsatisfied == (
+        "requirements-cpu.txt line 1: `git+https://github.com/Blaizzy/mlx-audio` has no commit pinned in "
+        "3rdparty/localai-git-pins.toml (git could not resolve its ref when the folder was imported; re-run "
+        "`./pants localai-import` where the host is reachable)",
+    )
+    pinned = variant_requirements(
+        "d", files, matrix.accelerators["cpu"], conventions,
+        GitPins.parse(f'[pins]\n"git+https://github.com/Blaizzy/mlx-audio" = "{COMMIT}"\n'),
+    )
+    assert pinned.unsatisfied == ()
+    assert f"mlx-audio@ git+https://github.com/Blaizzy/mlx-audio@{COMMIT}" in pinned.requirements, pinned.requirements
+
+
+def test_git_pins_file_round_trips_and_refuses_what_is_not_a_commit() -> None:
+    pins = GitPins.parse(f'[pins]\n"git+https://h/b" = "{COMMIT}"\n"git+https://h/a@v1" = "{COMMIT}"\n')
+    assert GitPins.parse(pins.render()) == pins
+    assert pins.render().index("h/a@v1") < pins.render().index("h/b")  # sorted: re-runs write the same bytes
+    with pytest.raises(GitPinsError, match=r"3rdparty/localai-git-pins.toml: git\+https://h/a: not a 40-hex commit. Fix: delete"):
+        GitPins.parse('[pins]\n"git+https://h/a" = "main"\n')
+
+
+def test_ls_remote_output_names_a_tags_commit_not_the_tag_object() -> None:
+    tag_object, commit = "a" * 40, "b" * 40
+    assert commit_of(f"{tag_object}\trefs/tags/v1\n{commit}\trefs/tags/v1^{{}}\n", "v1") == commit
+    assert commit_of(f"{commit}\tHEAD\n{tag_object}\trefs/heads/main\n", None) == commit
+    assert commit_of("", "v9") is None
+
+
+OVERRIDES = """
+[localai.overrides.tts]
+no_deps = ["Chatterbox_TTS"]
+
+[localai.overrides.omni]
+out_of_scope = "installs vllm with --torch-backend=auto"
+accelerators = ["cuda13"]
+"""
+
+
+def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(matrix) -> None:
+    conventions = LocalAIConventions.parse(MATRIX + OVERRIDES, matrix)
+    files = {"requirements.txt": "grpcio==1.85.3\n", "requirements-cpu.txt": "numpy\n", "requirements-cublas13.txt": "numpy\n"}
+    tts = variant_requirements("backends/localai/tts", files, matrix.accelerators["cpu"], conventions)
+    assert tts.unsatisfied == (
+        "tts/install.sh installs chatterbox-tts with --no-deps, which a lock cannot honour (it resolves every "
+        "requirement's dependencies) ([localai.overrides.tts] in 3rdparty/accelerators.toml)",
+    )
+    # Scoped to cuda13: the cpu variant of the same folder stays lockable.
+    assert variant_requirements("backends/localai/omni", files, matrix.accelerators["cpu"], conventions).unsatisfied == ()
+    omni = variant_requirements("backends/localai/omni", files, matrix.accelerators["cuda13"], conventions)
+    assert omni.unsatisfied == (
+        "omni/install.sh: installs vllm with --torch-backend=auto ([localai.overrides.omni] in 3rdparty/accelerators.toml)",
+    )
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ('[localai.overrides.x]\nno_dep = ["a"]\n', r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, no_deps, out_of_scope"),
+        ('[localai.overrides.x]\nno_deps = "a"\n', r"\[localai.overrides.x\]: no_deps must be a list of project names"),
+        ('[localai.overrides.x]\nout_of_scope = " "\n', r"\[localai.overrides.x\]: out_of_scope must say why"),
+    ],
+)
+def test_a_malformed_override_is_refused_naming_the_table_and_the_fix(matrix, table, message) -> None:
+    with pytest.raises(LocalAILayoutError, match=message):
+        LocalAIConventions.parse(MATRIX + "\n" + table, matrix)
+
+
+def test_the_repository_overrides_name_localai_folders_install_sh_steps(conventions) -> None:
+    assert conventions.overrides["chatterbox"].no_deps == ("chatterbox-tts",)
+    assert "--no-build-isolation" in conventions.overrides["fish-speech"].out_of_scope
+    assert conventions.overrides["vllm-omni"].accelerators == ("cuda13", "rocm")

@@ -1,0 +1,158 @@
+"""LocalAI's git and URL requirement forms, locked with hashes, packaged and served.
+
+A folder in LocalAI's shape is written in a temporary repository; its requirements-cpu.txt names
+a git repository made here (`git+file://...@v0.1.0`, a tag) and a wheel served by a loopback HTTP
+server (a bare URL with a marker), as LocalAI's folders name theirs (`git+https://...@v0.4.4`,
+kitten-tts' release wheel). Then, with real Pants: `localai-import` pins the tag to its commit
+(3rdparty/localai-git-pins.toml), the tag is moved to another commit, `generate-lockfiles` locks
+both with sha256 (the wheel's file hash; for git, the tree of the pinned commit), `package`
+builds the PEX from the lock and its run.sh answers Health over gRPC, importing the pinned
+commit's code and the served wheel.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import subprocess
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from backends.proto import backend_pb2
+from tests.integration.backend_process import BackendProcess, pex_distributions
+from tests.integration.registry import debian_tool
+from tests.integration.temp_repo import make_temp_repo, run_pants, write_wheel
+
+FOLDER = "backends/localai/refs-example"
+RESOLVE = "localai-refs-example-cpu"
+PINNED_VALUE = "from-the-pinned-commit"
+
+BACKEND_PY = '''\
+#!/usr/bin/env python3
+"""LocalAI's backend.py shape (written for this test): it imports a git requirement and a URL wheel."""
+import argparse
+import os
+import sys
+import time
+from concurrent import futures
+
+import backend_pb2
+import backend_pb2_grpc
+import grpc
+import tinyfix
+import tinywheel
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "common"))
+from grpc_auth import get_auth_interceptors  # noqa: E402
+
+
+class BackendServicer(backend_pb2_grpc.BackendServicer):
+    def Health(self, request, context):
+        return backend_pb2.Reply(message=b"OK")
+
+
+def serve(address):
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1), interceptors=get_auth_interceptors())
+    backend_pb2_grpc.add_BackendServicer_to_server(BackendServicer(), server)
+    server.add_insecure_port(address)
+    server.start()
+    print(f"tinyfix={tinyfix.VALUE} tinywheel={tinywheel.VERSION}", flush=True)
+    print("Server started. Listening on: " + address, flush=True)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--addr", default="localhost:50051")
+    serve(parser.parse_args().addr)
+'''
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "HOME": str(cwd), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([debian_tool("git"), *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_git_package(root: Path) -> Path:
+    """A pure-Python project `tinyfix` in a git repository, tagged v0.1.0."""
+    (root / "tinyfix").mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "tinyfix"\nversion = "0.1.0"\n'
+    )
+    (root / "tinyfix/__init__.py").write_text(f"VALUE = {PINNED_VALUE!r}\n")
+    git(root, "init", "-q", ".")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "tinyfix 0.1.0")
+    git(root, "tag", "v0.1.0")
+    return root
+
+
+@pytest.fixture(scope="module")
+def wheel_server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("wheels")
+    wheel = write_wheel(folder, "tinywheel", "0.2.0")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SimpleHTTPRequestHandler, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/{wheel.name}", wheel
+    server.shutdown()
+
+
+def pants(repo: Path, *args: str) -> str:
+    result = run_pants(repo, *args, timeout=900)
+    assert result.returncode == 0, f"./pants {' '.join(args)}:\n{result.stdout[-4000:]}"
+    return result.stdout
+
+
+def locked(lock: dict, project: str) -> dict:
+    reqs = [r for r in lock["locked_resolves"][0]["locked_requirements"] if r["project_name"] == project]
+    assert len(reqs) == 1, f"{project} not locked once: {reqs}"
+    return reqs[0]
+
+
+def test_git_and_url_requirements_lock_with_hashes_package_and_serve(tmp_path: Path, wheel_server) -> None:
+    wheel_url, wheel = wheel_server
+    source = make_git_package(tmp_path / "src" / "tinyfix")
+    commit = git(source, "rev-parse", "v0.1.0^{commit}")
+    repo = make_temp_repo(tmp_path / "repo", ("backends/BUILD", "backends/proto", "backends/localai/common"))
+    folder = repo / FOLDER
+    folder.mkdir(parents=True)
+    (folder / "backend.py").write_text(BACKEND_PY)
+    (folder / "requirements.txt").write_text("grpcio==1.85.3\nprotobuf==7.36.2\n")
+    (folder / "requirements-cpu.txt").write_text(
+        f"git+file://{source}@v0.1.0\n{wheel_url} ; python_version >= '3.8'\n"
+    )
+
+    out = pants(repo, "localai-import", "backends/localai")
+    pins = (repo / "3rdparty/localai-git-pins.toml").read_text()
+    assert f'"git+file://{source}@v0.1.0" = "{commit}"' in pins, pins
+    assert f"{RESOLVE}: cpu variant" in out and "not lockable" not in out, out
+
+    # The tag moves after the import: the lock and the artifact keep the pinned commit.
+    (source / "tinyfix/__init__.py").write_text("VALUE = 'from-a-moved-tag'\n")
+    git(source, "commit", "-qam", "moved")
+    git(source, "tag", "-f", "v0.1.0")
+
+    pants(repo, "generate-lockfiles", f"--resolve={RESOLVE}")
+    text = (repo / f"lockfiles/{RESOLVE}.lock").read_text()
+    lock = json.loads("\n".join(line for line in text.splitlines() if not line.startswith("//")))
+    git_artifacts = locked(lock, "tinyfix")["artifacts"]
+    assert [a["url"] for a in git_artifacts] == [f"git+file://localhost{source}@{commit}"]
+    assert git_artifacts[0]["algorithm"] == "sha256" and len(git_artifacts[0]["hash"]) == 64
+    url_artifacts = locked(lock, "tinywheel")["artifacts"]
+    assert url_artifacts == [
+        {"algorithm": "sha256", "hash": hashlib.sha256(wheel.read_bytes()).hexdigest(), "url": wheel_url}
+    ]
+    assert "tinywheel; python_version >= \"3.8\"" in lock["requirements"], lock["requirements"]
+
+    pants(repo, "package", f"{FOLDER}:cpu")
+    dist = repo / "dist/backends/localai-refs-example/cpu"
+    assert {"tinyfix-0.1.0-py3-none-any.whl", "tinywheel-0.2.0-py3-none-any.whl"} <= set(pex_distributions(dist / "backend.pex"))
+    with BackendProcess("localai-refs-example", run_sh=dist / "run.sh") as server:
+        assert server.stub.Health(backend_pb2.HealthMessage(), timeout=10).message == b"OK"
+        assert f"tinyfix={PINNED_VALUE} tinywheel=0.2.0" in server.output()
