@@ -78,13 +78,26 @@ def concurrent(call, c: int):
     return sum(r[1] for r in results) / wall, statistics.median(r[0] for r in results)
 
 
-def measure(name: str, call, concurrency, repeat: int, rss, load: float, rows: list) -> None:
-    call(0)  # warm-up: first-call costs (allocations, page faults of the weights) are not throughput
+class Engine:
+    """A started, loaded engine: `call(i)` sends request i, `rss()` is its peak RSS in MB."""
+
+    def __init__(self, name: str, call, rss, load: float, stop):
+        self.name, self.call, self.rss, self.load, self.stop = name, call, rss, load, stop
+        self.runs: dict[int, list] = {}
+
+
+def interleaved(engines, concurrency, repeat: int) -> None:
+    """Repeat r of concurrency c runs every engine back to back, so that the machine's load (shared,
+    changing) falls on all of them alike; medians over the repeats."""
+    for e in engines:
+        e.call(0)  # warm-up: first-call costs (allocations, page faults of the weights) are not throughput
     for c in concurrency:
-        runs = [concurrent(call, c) for _ in range(repeat)]
-        tps = [r[0] for r in runs]
-        print(f"{name} c={c}: tokens/s {[round(t, 1) for t in tps]}", file=sys.stderr)
-        rows.append((name, c, statistics.median(tps), statistics.median(r[1] for r in runs), load, rss()))
+        for _ in range(repeat):
+            for e in engines:
+                e.runs.setdefault(c, []).append(concurrent(e.call, c))
+        for e in engines:
+            print(f"{e.name} c={c}: tokens/s {[round(r[0], 1) for r in e.runs[c]]} load {os.getloadavg()[0]:.1f}",
+                  file=sys.stderr)
 
 
 def serve_llama_server(exe: Path, gguf: Path, ctx_per_seq: int, parallel: int, threads: int, log: Path):
@@ -136,41 +149,58 @@ def main():
         del model
         convert(hf, gguf, sdist=a.sdist)
     prompts = [f"once upon a time there was a tiny random network number {i}" for i in range(max(a.concurrency))]
-    rows, top, ctx = [], max(a.concurrency), 256
+    top, ctx = max(a.concurrency), 256
     grpc_engines = {
         "llama-cpp:cpu": ("llama-cpp", pb2.ModelOptions(Model=str(gguf), ContextSize=ctx, Threads=a.threads,
                                                         Options=[f"parallel:{top}", *a.llama_cpp_options])),
         "transformers:cpu": ("transformers", pb2.ModelOptions(Model=str(hf), Threads=a.threads)),
     }
-    for name in a.engines:
-        if name == "llama-server":
-            if not a.llama_server:
+    engines = []
+    try:
+        for name in a.engines:
+            if name == "llama-server":
+                if not a.llama_server:
+                    continue
+                srv, port, load = serve_llama_server(a.llama_server, gguf, ctx, top, a.threads,
+                                                     a.work / "llama-server.log")
+                engines.append(Engine(name, lambda i, port=port: server_request(port, prompts[i], a.tokens),
+                                      lambda pid=srv.pid: vm_hwm_mb(pid), load,
+                                      lambda srv=srv: (srv.terminate(), srv.wait(60))))
                 continue
-            srv, port, load = serve_llama_server(a.llama_server, gguf, ctx, top, a.threads, a.work / "llama-server.log")
-            try:
-                measure(name, lambda i, port=port: server_request(port, prompts[i], a.tokens), a.concurrency,
-                        a.repeat, lambda pid=srv.pid: vm_hwm_mb(pid), load, rows)
-            finally:
-                srv.terminate()
-                srv.wait(60)
-            continue
-        folder, options = grpc_engines[name]
-        run_sh = a.dist / "backends" / folder / "cpu" / "run.sh"
-        with Backend([str(run_sh)], {"PYTHON_GRPC_MAX_WORKERS": str(top)}, log=str(a.work / f"{folder}.log")) as proc:
+            folder, options = grpc_engines[name]
+            run_sh = a.dist / "backends" / folder / "cpu" / "run.sh"
+            proc = Backend([str(run_sh)], {"PYTHON_GRPC_MAX_WORKERS": str(top)}, log=str(a.work / f"{folder}.log"))
+            engines.append(Engine(name, lambda i, stub=proc.stub: grpc_request(stub, prompts[i], a.tokens),
+                                  lambda stub=proc.stub: stub.Status(pb2.HealthMessage(), timeout=10)
+                                  .memory.breakdown["max_rss"] / 2**20, 0.0, proc.stop))
             proc.wait_healthy()
             t0 = time.perf_counter()
             res = proc.stub.LoadModel(options, timeout=600)
             if not res.success:
                 raise SystemExit(f"{name}: LoadModel failed: {res.message}")
-            load = time.perf_counter() - t0
-            stub = proc.stub
-            measure(name, lambda i, stub=stub: grpc_request(stub, prompts[i], a.tokens), a.concurrency, a.repeat,
-                    lambda stub=stub: stub.Status(pb2.HealthMessage(), timeout=10).memory.breakdown["max_rss"] / 2**20,
-                    load, rows)
-    print("| engine | concurrency | tokens/s (all requests) | TTFT median (s) | load (s) | peak RSS (MB) |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, c, tps, ttft, load, rss in rows:
-        print(f"| {name} | {c} | {tps:.1f} | {ttft:.3f} | {load:.2f} | {rss:.0f} |")
+            engines[-1].load = time.perf_counter() - t0
+        print(f"load average before: {os.getloadavg()}", file=sys.stderr)
+        interleaved(engines, a.concurrency, a.repeat)
+        print(f"load average after: {os.getloadavg()}", file=sys.stderr)
+        rss = {e.name: e.rss() for e in engines}
+    finally:
+        for e in engines:
+            e.stop()
+    print("| engine | concurrency | tokens/s (all requests) | runs | TTFT median (s) | load (s) | peak RSS (MB) |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for e in engines:
+        for c in a.concurrency:
+            runs = e.runs[c]
+            print(f"| {e.name} | {c} | {statistics.median(r[0] for r in runs):.1f} | "
+                  f"{', '.join(f'{r[0]:.1f}' for r in runs)} | {statistics.median(r[1] for r in runs):.3f} | "
+                  f"{e.load:.2f} | {rss[e.name]:.0f} |")
+    by_name = {e.name: e for e in engines}
+    if "llama-cpp:cpu" in by_name and "llama-server" in by_name:
+        ours, theirs = by_name["llama-cpp:cpu"], by_name["llama-server"]
+        for c in a.concurrency:
+            ratios = [x[0] / y[0] for x, y in zip(ours.runs[c], theirs.runs[c])]
+            print(f"llama-cpp:cpu / llama-server at concurrency {c}: median of per-repeat ratios "
+                  f"{statistics.median(ratios):.2f} ({', '.join(f'{r:.2f}' for r in ratios)})")
 
 
 if __name__ == "__main__":
