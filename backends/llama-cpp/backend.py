@@ -10,6 +10,8 @@ request's context in tokens (prompt + generated; 0: the model's training context
 DEFAULT_CONTEXT); Threads (0: every core); NBatch the tokens one llama_decode takes (0: 512);
 Seed the default sampling seed; MMap / MLock; Embeddings enables Embedding (a second, pooled
 context); FlashAttention "auto|on|off"; CacheTypeKey / CacheTypeValue (f16 default, f32, q8_0, ...).
+PredictOptions.PromptCacheAll (LocalAI's llama-cpp backend passes it as llama-server's
+cache_prompt) reuses the KV cells of an earlier request's prompt prefix (batching.py).
 `Options` as LocalAI's llama-cpp backend reads them: `parallel:N` (alias `n_parallel:N`; else
 $LLAMACPP_PARALLEL, else 1) bounds the sequences decoded together. The gRPC server admits at
 most --workers / $PYTHON_GRPC_MAX_WORKERS calls at once: set it to at least `parallel`.
@@ -194,7 +196,8 @@ class LlamaCppServicer(BaseServicer):
         except LlamaError as e:
             raise InvalidArgument(f"Grammar: llama.cpp cannot parse it as GBNF (the start rule is `root`): {e}") from None
         gen = Generation(prompt=tokens, max_tokens=max_tokens, sampler=sampler,
-                         stops=tuple(s for s in request.StopPrompts if s), ignore_eos=request.IgnoreEOS)
+                         stops=tuple(s for s in request.StopPrompts if s), ignore_eos=request.IgnoreEOS,
+                         cache_prompt=request.PromptCacheAll)
         return loaded, gen
 
     @staticmethod
@@ -269,6 +272,9 @@ class LlamaCppServicer(BaseServicer):
             # The most requests one llama_decode has carried since LoadModel (continuous batching).
             reply.memory.breakdown["max_batch_sequences"] = loaded.scheduler.max_batch_sequences
             reply.memory.breakdown["parallel"] = loaded.parallel
+            # Prompt tokens decoded, and taken from kept KV cells instead (PromptCacheAll), since LoadModel.
+            reply.memory.breakdown["prompt_tokens_evaluated"] = loaded.scheduler.prompt_tokens_evaluated
+            reply.memory.breakdown["prompt_tokens_reused"] = loaded.scheduler.prompt_tokens_reused
         return reply
 
 

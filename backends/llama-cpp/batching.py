@@ -9,6 +9,14 @@ admitted prompts as fits in n_batch (a long prompt is fed over several steps). L
 only for a request's last prompt token and its generated tokens; each request samples from its
 own output index with its own sampler chain (seed, grammar, penalties).
 
+Prefix reuse (LocalAI's PromptCacheAll, llama-server's cache_prompt): a request that asks for it
+keeps its KV cells when it retires, with the tokens they hold, on its (now free) sequence id. A
+later request asking for it is admitted on the free sequence whose kept tokens share the longest
+prefix with its prompt: the cells past that prefix are dropped (llama_memory_seq_rm) and only the
+rest of the prompt is decoded (at least its last token, whose logits start the generation). A
+request that does not ask for it takes a sequence that keeps nothing when there is one. Counters
+(prompt_tokens_evaluated, prompt_tokens_reused) tell how much of the prompts was decoded.
+
 Text leaves a request as decoded UTF-8 only (an incremental decoder holds back a partial
 sequence), and text that may still become a stop string is held back until it cannot.
 """
@@ -32,10 +40,12 @@ class Generation:
     sampler: Sampler  # owned by the scheduler once submitted (it frees it at retirement)
     stops: tuple[str, ...] = ()
     ignore_eos: bool = False
+    cache_prompt: bool = False  # reuse a kept prefix, and keep this request's cells when it retires
     # Filled by the scheduler.
     out: "queue.Queue" = field(default_factory=queue.Queue)  # str chunks, then _DONE or an exception
     cancelled: threading.Event = field(default_factory=threading.Event)
     generated: int = 0
+    reused: int = 0  # prompt tokens whose KV cells came from an earlier request
     prompt_seconds: float = 0.0
     generation_seconds: float = 0.0
     finish_reason: str = ""
@@ -57,10 +67,11 @@ class Generation:
 class _Running:
     """A request's state while it holds a sequence id."""
 
-    def __init__(self, gen: Generation, seq: int, sampler: Sampler):
+    def __init__(self, gen: Generation, seq: int, sampler: Sampler, reused: int = 0):
         self.gen, self.seq, self.sampler = gen, seq, sampler
-        self.fed = 0  # prompt tokens already in the KV cache
+        self.fed = reused  # prompt tokens already in the KV cache
         self.pos = 0
+        self.fed_generated: list[int] = []  # generated tokens whose cells are in the KV cache
         self.next_token = None  # the sampled token to feed at the next step
         self.output_index = -1  # batch index of this request's logits in the last step
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -95,6 +106,9 @@ class Scheduler:
         self.model, self.context = model, context
         self.n_ctx_limit = n_ctx_limit
         self.free_seqs = list(range(context.n_seq_max))
+        self.kept: dict[int, list[int]] = {}  # free sequence id -> the tokens its KV cells still hold
+        self.prompt_tokens_evaluated = 0
+        self.prompt_tokens_reused = 0
         self.waiting: "queue.Queue[Generation]" = queue.Queue()
         self.running: list[_Running] = []
         self._wake = threading.Condition()
@@ -161,13 +175,37 @@ class Scheduler:
                 gen.sampler.close()
                 gen.out.put(_DONE)
                 continue
-            seq = self.free_seqs.pop(0)
-            self.context.forget(seq)
-            self.running.append(_Running(gen, seq, gen.sampler))
+            seq, reused = self._sequence_for(gen)
+            gen.reused = reused
+            self.prompt_tokens_reused += reused
+            self.running.append(_Running(gen, seq, gen.sampler, reused))
+
+    def _sequence_for(self, gen: Generation) -> tuple[int, int]:
+        """A free sequence id for `gen` and how many of its prompt tokens are already in its cells."""
+        def shared(seq: int) -> int:
+            kept, n = self.kept.get(seq, ()), 0
+            for a, b in zip(kept, gen.prompt):
+                if a != b:
+                    break
+                n += 1
+            return min(n, len(gen.prompt) - 1)  # the last prompt token is decoded: its logits are needed
+
+        if gen.cache_prompt:
+            seq = max(self.free_seqs, key=lambda s: (shared(s), -s))
+        else:  # keep other requests' prefixes alive: a sequence that keeps nothing, else the lowest id
+            seq = min(self.free_seqs, key=lambda s: (s in self.kept, s))
+        reused = shared(seq) if gen.cache_prompt else 0
+        self.free_seqs.remove(seq)
+        self.kept.pop(seq, None)
+        self.context.forget(seq, reused)
+        return seq, reused
 
     def _retire(self, r: _Running, error) -> None:
         self.running.remove(r)
-        self.context.forget(r.seq)
+        if r.gen.cache_prompt and error is None:
+            self.kept[r.seq] = r.gen.prompt[:r.fed] + r.fed_generated
+        else:
+            self.context.forget(r.seq)
         r.sampler.close()
         self.free_seqs.append(r.seq)
         self.free_seqs.sort()
@@ -195,6 +233,7 @@ class Scheduler:
                     entries.append((r.gen.prompt[r.fed + i], r.fed + i, r.seq, last))
                 r.fed += take
                 room -= take
+                self.prompt_tokens_evaluated += take
         if not entries:
             return
         self.context.decode(entries)
@@ -205,6 +244,7 @@ class Scheduler:
                 continue
             if r.next_token is not None:
                 r.pos += 1
+                r.fed_generated.append(r.next_token)
             else:
                 r.pos = len(r.gen.prompt)
             token = r.sampler.sample(self.context, r.output_index)

@@ -294,9 +294,9 @@ class Context:
         if rc != 0:
             raise LlamaError(f"llama_decode returned {rc}: {self.model.library.take_errors() or 'no KV slot'}")
 
-    def forget(self, seq: int) -> None:
-        """Drops every KV cell of sequence `seq` (a retired request)."""
-        self.lib.llama_memory_seq_rm(self.memory, seq, -1, -1)
+    def forget(self, seq: int, keep: int = 0) -> None:
+        """Drops the KV cells of sequence `seq` from position `keep` on (0: every cell)."""
+        self.lib.llama_memory_seq_rm(self.memory, seq, keep if keep > 0 else -1, -1)
 
     def sequence_embedding(self, seq: int, n: int) -> list[float]:
         ptr = self.lib.llama_get_embeddings_seq(self.handle, seq)

@@ -27,13 +27,16 @@ def generation_kwargs(request, prompt_tokens: int = 0, context=None) -> dict:
         kwargs["do_sample"] = False
     if request.Penalty > 0:
         kwargs["repetition_penalty"] = request.Penalty
+    if request.IgnoreEOS:
+        # generate()'s MinNewTokens processor masks EOS until max_new_tokens, as llama.cpp's
+        # ignore_eos masks end-of-generation tokens.
+        kwargs["min_new_tokens"] = kwargs["max_new_tokens"]
     return kwargs
 
 
 class TransformersServicer(BaseServicer):
     def load(self, request, path):
         import torch
-
         from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
         device, dtype = select_device_and_dtype(torch, request.DType or None)
@@ -103,33 +106,46 @@ class TransformersServicer(BaseServicer):
         tokenizer, torch = self.tokenizer, self.torch
 
         class Emitter(TextStreamer):
-            """Hands each piece of decoded text to the stream as generate() finalizes it."""
+            """Hands each piece of decoded text to the stream as generate() finalizes it, with the
+            number of tokens generated so far (LocalAI reads a stream's usage from every reply's
+            tokens/prompt_tokens, core/backend/llm.go)."""
 
             def __init__(self, emit):
                 super().__init__(tokenizer, skip_prompt=True, skip_special_tokens=True)
                 self.emit = emit
+                self.generated = 0
+
+            def put(self, value):
+                if not self.next_tokens_are_prompt:  # the first put() is the prompt
+                    self.generated += int(value.numel())
+                super().put(value)
 
             def on_finalized_text(self, text, stream_end=False):
                 if text:
-                    self.emit(text)  # raises StreamStopped once the stream is stopped: ends generate()
+                    self.emit((text, self.generated))  # raises StreamStopped once stopped: ends generate()
 
         def generate(emit, _stop):
             with torch.no_grad():
                 model.generate(**inputs, **limits, streamer=Emitter(emit), pad_token_id=tokenizer.pad_token_id)
 
+        n_prompt = int(inputs["input_ids"].shape[-1])
+
+        def reply(text: str, generated: int):
+            return backend_pb2.Reply(message=text.encode("utf-8"), tokens=generated, prompt_tokens=n_prompt)
+
         stops = [s for s in request.StopPrompts if s]
         emitted = ""
         with contextlib.closing(stream_from_thread(generate, context, name="generate")) as pieces:
-            for piece in pieces:
+            for piece, generated in pieces:
                 if stops:
                     candidate = truncate_at_stop(emitted + piece, stops)
                     if len(candidate) < len(emitted + piece):
                         tail = candidate[len(emitted):]
                         if tail:
-                            yield backend_pb2.Reply(message=tail.encode("utf-8"))
+                            yield reply(tail, generated)
                         return  # closing the stream stops generate() at its next piece
                 emitted += piece
-                yield backend_pb2.Reply(message=piece.encode("utf-8"))
+                yield reply(piece, generated)
 
     def Embedding(self, request, context):
         require(bool(request.Embeddings or request.Prompt), "Embeddings/Prompt text is empty")

@@ -201,6 +201,37 @@ def breakdown(stub) -> dict:
     return dict(stub.Status(backend_pb2.HealthMessage(), timeout=10).memory.breakdown)
 
 
+def test_prompt_cache_reuses_kept_prefix_cells_with_the_same_output(server) -> None:
+    stub = server.stub
+    prompt = "once upon a time there was a tiny random network"
+    longer = prompt + " and the lazy dog"
+    kw = dict(Tokens=32, Temperature=0, IgnoreEOS=True)
+
+    def run(text, cache):
+        """(reply, prompt tokens decoded, prompt tokens reused) of one Predict."""
+        before = breakdown(stub)
+        reply = stub.Predict(backend_pb2.PredictOptions(Prompt=text, PromptCacheAll=cache, **kw), timeout=300)
+        after = breakdown(stub)
+        return (reply, after["prompt_tokens_evaluated"] - before["prompt_tokens_evaluated"],
+                after["prompt_tokens_reused"] - before["prompt_tokens_reused"])
+
+    plain, evaluated, reused = run(prompt, cache=False)
+    n = plain.prompt_tokens
+    assert (evaluated, reused) == (n, 0)
+    first, evaluated, reused = run(prompt, cache=True)  # nothing kept yet: decodes the prompt, keeps its cells
+    assert (evaluated, reused) == (n, 0)
+    second, evaluated, reused = run(prompt, cache=True)  # every cell but the last token's, which gives the logits
+    assert (evaluated, reused) == (1, n - 1)
+    assert plain.message == first.message == second.message
+    # A prompt that extends it reuses the shared prefix of the two tokenizations (BOS included).
+    ids = [list(stub.TokenizeString(backend_pb2.PredictOptions(Prompt=t), timeout=60).tokens) for t in (prompt, longer)]
+    shared = next((i for i, (a, b) in enumerate(zip(*ids)) if a != b), len(ids[0])) + 1
+    long_plain, _, _ = run(longer, cache=False)
+    long_cached, evaluated, reused = run(longer, cache=True)
+    assert reused == shared and evaluated == long_plain.prompt_tokens - shared > 0
+    assert long_cached.message == long_plain.message
+
+
 def test_concurrent_streams_each_equal_what_it_gives_alone(server) -> None:
     requests = [dict(prompt=p, Tokens=48, Temperature=0, IgnoreEOS=True)
                 for p in (PROMPT, "a small model", "llama cpp decodes", "numbers 1 2 3")]

@@ -51,6 +51,14 @@ def test_load_predict_stream_embed(server, model) -> None:
     chunks = list(server.stub.PredictStream(backend_pb2.PredictOptions(Prompt="hello world", Tokens=6), timeout=120))
     assert len(chunks) > 1, "PredictStream must stream tokens one by one, not one final reply"
     assert all(c.message for c in chunks)
+    # LocalAI takes a stream's usage from every reply (core/backend/llm.go): tokens generated so
+    # far and the prompt's length; with IgnoreEOS the stream ends after exactly Tokens tokens.
+    n_prompt = server.stub.TokenizeString(backend_pb2.PredictOptions(Prompt="hello world"), timeout=30).length
+    full = list(server.stub.PredictStream(
+        backend_pb2.PredictOptions(Prompt="hello world", Tokens=6, IgnoreEOS=True), timeout=120))
+    counts = [c.tokens for c in full]
+    assert counts == sorted(counts) and counts[0] >= 1 and counts[-1] == 6, counts
+    assert {c.prompt_tokens for c in full} == {n_prompt}
 
     emb = server.stub.Embedding(backend_pb2.PredictOptions(Embeddings="hello world"), timeout=60)
     assert len(emb.embeddings) == 32  # n_embd of the tiny model

@@ -32,6 +32,11 @@ def test_generation_kwargs_greedy_and_sampling():
     assert kw == {"max_new_tokens": 5, "do_sample": True, "temperature": pytest.approx(0.7), "top_p": pytest.approx(0.9), "top_k": 40}
 
 
+def test_ignore_eos_generates_all_requested_tokens():
+    kw = backend.generation_kwargs(backend_pb2.PredictOptions(Prompt="x", Tokens=7, IgnoreEOS=True))
+    assert kw["min_new_tokens"] == kw["max_new_tokens"] == 7
+
+
 def test_truncate_at_stop():
     assert backend.truncate_at_stop("abc STOP def", ["STOP"]) == "abc "
     assert backend.truncate_at_stop("abc", ["", "zz"]) == "abc"
