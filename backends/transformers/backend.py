@@ -37,6 +37,7 @@ def generation_kwargs(request, prompt_tokens: int = 0, context=None) -> dict:
 class TransformersServicer(BaseServicer):
     def load(self, request, path):
         import torch
+
         from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
         device, dtype = select_device_and_dtype(torch, request.DType or None)
