@@ -20,7 +20,7 @@ import toml  # pants: no-infer-dep (toml comes with pantsbuild.pants)
 from pants.core.util_rules.system_binaries import BinaryPathRequest, BinaryPaths
 from pants.engine.fs import DigestContents, PathGlobs
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
@@ -134,10 +134,9 @@ async def resolve_git_refs(request: GitRefsRequest) -> ResolvedGitRefs:
     git = await Get(BinaryPaths, BinaryPathRequest(binary_name="git", search_path=("/usr/bin", "/bin", "/usr/local/bin")))
     if not git.first_path:
         return ResolvedGitRefs(FrozenDict(), FrozenDict({u: "git is not installed here" for u in request.urls}))
-    commits, failures = {}, {}
-    for url in request.urls:
-        parsed = GitUrl.parse(url)
-        result = await Get(
+    parsed_urls = [GitUrl.parse(url) for url in request.urls]
+    results = await MultiGet(
+        Get(
             FallibleProcessResult,
             Process(
                 (git.first_path.path, "ls-remote", parsed.repository, parsed.ref or "HEAD"),
@@ -147,6 +146,10 @@ async def resolve_git_refs(request: GitRefsRequest) -> ResolvedGitRefs:
                 level=LogLevel.DEBUG,
             ),
         )
+        for parsed in parsed_urls
+    )
+    commits, failures = {}, {}
+    for url, parsed, result in zip(request.urls, parsed_urls, results):
         commit = commit_of(result.stdout.decode(), parsed.ref) if result.exit_code == 0 else None
         if commit:
             commits[url] = commit
