@@ -140,8 +140,10 @@ def build_pex_tool(venv: Path, root: Path, cache: Path) -> None:
         return
     log(f"building the pex tool {entry['requirement']} from PyPI (Pants would fetch it from GitHub)")
     part = dest.with_name(dest.name + ".part")
+    # --no-strip-pex-env, as pex's own release build: without it the tool drops the PEX_ROOT Pants
+    # gives each process and caches in ~/.pex, outside Pants' named caches and shared by every run.
     run([str(venv / "bin/python"), "-m", "pex", entry["requirement"], "-c", "pex", "-o", str(part),
-         "--python-shebang=/usr/bin/env python3", "--pip-version", "20.3.4-patched",
+         "--python-shebang=/usr/bin/env python3", "--pip-version", "20.3.4-patched", "--no-strip-pex-env",
          *(["--cert", os.environ["PANTS_CA_CERTS_PATH"]] if os.environ.get("PANTS_CA_CERTS_PATH") else [])],
         env=isolated_env())
     actual = sha256_of(part)

@@ -1,9 +1,13 @@
-"""./pants on a machine without CPython 3.9 stops with a message saying what to install."""
+"""The bootstrap ./pants runs: what it says without CPython 3.9, its lock, its venv naming, and
+the pex tool it builds."""
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 
@@ -32,7 +36,6 @@ def test_a_second_first_run_waits_for_the_first_and_reuses_its_venv(tmp_path: Pa
     """Two ./pants started at once on a fresh machine: the second bootstrap waits on the lock the
     first holds, then finds the venv ready and installs nothing (it used to delete the first's)."""
     import fcntl
-    import sys
     import time
 
     cache, venv = tmp_path / "cache", tmp_path / "cache/pants-venv-0123456789abcdef"
@@ -56,8 +59,6 @@ def test_a_bootstrap_edit_keeps_the_venv_and_its_path(tmp_path: Path) -> None:
     """Pants runs the pex tool with its venv's python, so that path is in every pex process's
     cache key: ./pants names the venv by requirements.txt alone, and a changed bootstrap.py or
     wheelhouse.toml re-runs only the checks, in the same venv."""
-    import hashlib
-    import sys
 
     def venv_and_ready(repo: Path) -> tuple[str, str]:
         # The paths ./pants hands to the bootstrap, read from a stand-in python3.9 that records them.
@@ -93,3 +94,25 @@ def test_a_bootstrap_edit_keeps_the_venv_and_its_path(tmp_path: Path) -> None:
                              "--venv", venv, "--ready", ready], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "creating the Pants venv" not in result.stderr and Path(ready).is_file(), result.stderr
+
+
+def test_the_pex_tool_caches_under_the_pex_root_pants_gives_it(tmp_path: Path) -> None:
+    """Pants runs every pex process with PEX_ROOT in its named cache; a tool built with pex's
+    default --strip-pex-env drops it and caches in ~/.pex, shared by every run on the machine."""
+    tool = Path(os.environ["HOME"]) / ".cache/localai-build/pex-2.1.137"  # built by this run's ./pants
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "tiny-1.0-py3-none-any.whl", "w") as zf:
+        zf.writestr("tiny/__init__.py", "")
+        zf.writestr("tiny-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n")
+        zf.writestr("tiny-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("tiny-1.0.dist-info/RECORD", "")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "PEX_ROOT": str(tmp_path / "pex-root"),
+           "PEX_SCRIPT": "pex3"}
+    result = subprocess.run(
+        [sys.executable, str(tool), "lock", "create", "--no-pypi", "--find-links", wheels.as_uri(), "tiny==1.0",
+         "--pip-version", "20.3.4-patched", "-o", str(tmp_path / "lock.json")],
+        env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in (tmp_path / "pex-root/downloads").glob("*/*.whl")] == ["tiny-1.0-py3-none-any.whl"]
+    assert not (tmp_path / "home/.pex").exists()
