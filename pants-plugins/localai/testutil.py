@@ -120,7 +120,9 @@ def pex_cli_options() -> list[str]:
 
 def repo_options() -> list[str]:
     """pants.toml's settings the build depends on: pip and interpreter, the package index and the
-    wheelhouse path mapping, the hermetic subprocess environment (no host pip configuration)."""
+    wheelhouse path mapping, the hermetic subprocess environment (no host pip configuration), and
+    the CA bundle ./pants found (PANTS_CA_CERTS_PATH, passed to tests by [test].extra_env_vars):
+    behind a TLS-intercepting proxy pex cannot download a wheel without it."""
     import toml  # pants: no-infer-dep (toml comes with pantsbuild.pants)
 
     home = os.path.expanduser("~")
@@ -133,4 +135,5 @@ def repo_options() -> list[str]:
         f"--python-repos-indexes={repos['indexes']!r}",
         f"--python-repos-path-mappings={repos['path_mappings']!r}",
         f"--subprocess-environment-env-vars={conf['subprocess-environment']['env_vars']!r}",
+        *([f"--ca-certs-path={os.environ['PANTS_CA_CERTS_PATH']}"] if os.environ.get("PANTS_CA_CERTS_PATH") else []),
     ]
