@@ -54,6 +54,8 @@ GRPCIO_TOOLS = "grpcio-tools"
 # The stubs tool of imported LocalAI folders: one grpcio-tools, locked in its own resolve.
 STUBS_RESOLVE = "grpc-stubs"
 STUBS_BUILD = "3rdparty/grpc-stubs/BUILD"
+# What an imported folder's stubs are made from beyond its own closure (the CI matrix reads it).
+STUBS_TOOL_FILES = (STUBS_BUILD, lockfile_path(STUBS_RESOLVE))
 
 
 class GrpcToolsNotLockedError(LocalAIError):
