@@ -56,8 +56,9 @@ class LocalAIProtoTarget(Target):
     core_fields = (*COMMON_TARGET_FIELDS, Dependencies, ProtoSourcesField)
     help = help_text(
         """
-        The gRPC interface. Each backend variant compiles it with grpcio-tools from its own
-        lockfile, so generated code and the protobuf runtime always match.
+        The gRPC interface. A backend variant compiles it with grpcio-tools from its own
+        lockfile, an imported LocalAI folder with the `grpc-stubs` resolve's; either way the
+        stubs are checked against the grpcio and protobuf the variant locks.
         """
     )
 

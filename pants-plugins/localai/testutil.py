@@ -116,3 +116,24 @@ def pex_cli_options() -> list[str]:
         f"--pex-cli-known-versions={section['known_versions']!r}",
         f"--pex-cli-url-template={url}",
     ]
+
+
+def repo_options() -> list[str]:
+    """pants.toml's settings the build depends on: pip and interpreter, the package index and the
+    wheelhouse path mapping, the hermetic subprocess environment (no host pip configuration), and
+    the CA bundle ./pants found (PANTS_CA_CERTS_PATH, passed to tests by [test].extra_env_vars):
+    behind a TLS-intercepting proxy pex cannot download a wheel without it."""
+    import toml  # pants: no-infer-dep (toml comes with pantsbuild.pants)
+
+    home = os.path.expanduser("~")
+    conf = toml.loads(repo_file("pants.toml").replace("%(homedir)s", home))
+    python, repos = conf["python"], conf["python-repos"]
+    return [
+        f"--python-interpreter-constraints={python['interpreter_constraints']!r}",
+        f"--python-pip-version={python['pip_version']}",
+        "--python-enable-resolves",
+        f"--python-repos-indexes={repos['indexes']!r}",
+        f"--python-repos-path-mappings={repos['path_mappings']!r}",
+        f"--subprocess-environment-env-vars={conf['subprocess-environment']['env_vars']!r}",
+        *([f"--ca-certs-path={os.environ['PANTS_CA_CERTS_PATH']}"] if os.environ.get("PANTS_CA_CERTS_PATH") else []),
+    ]

@@ -8,6 +8,11 @@ kitten-tts' release wheel). Then, with real Pants: `localai-import` pins the tag
 both with sha256 (the wheel's file hash; for git, the tree of the pinned commit), `package`
 builds the PEX from the lock and its run.sh answers Health over gRPC, importing the pinned
 commit's code and the served wheel.
+
+The folder pins grpcio and protobuf as LocalAI's transformers folder does at 82c191a
+(requirements.txt grpcio==1.83.0 protobuf==7.35.0, requirements-cpu.txt protobuf==7.35.0), pins
+no grpcio-tools wheel accepts: its resolve gets none, and its stubs come from the grpc-stubs
+resolve (grpcio-tools 1.71.0), which the served Health proves they import on that runtime.
 """
 from __future__ import annotations
 
@@ -119,13 +124,16 @@ def test_git_and_url_requirements_lock_with_hashes_package_and_serve(tmp_path: P
     wheel_url, wheel = wheel_server
     source = make_git_package(tmp_path / "src" / "tinyfix")
     commit = git(source, "rev-parse", "v0.1.0^{commit}")
-    repo = make_temp_repo(tmp_path / "repo", ("backends/BUILD", "backends/proto", "backends/localai/common"))
+    repo = make_temp_repo(
+        tmp_path / "repo",
+        ("backends/BUILD", "backends/proto", "backends/localai/common", "3rdparty/grpc-stubs/BUILD", "lockfiles/grpc-stubs.lock"),
+    )
     folder = repo / FOLDER
     folder.mkdir(parents=True)
     (folder / "backend.py").write_text(BACKEND_PY)
-    (folder / "requirements.txt").write_text("grpcio==1.85.3\nprotobuf==7.36.2\n")
+    (folder / "requirements.txt").write_text("grpcio==1.83.0\nprotobuf==7.35.0\n")
     (folder / "requirements-cpu.txt").write_text(
-        f"git+file://{source}@v0.1.0\n{wheel_url} ; python_version >= '3.8'\n"
+        f"protobuf==7.35.0\ngit+file://{source}@v0.1.0\n{wheel_url} ; python_version >= '3.8'\n"
     )
 
     out = pants(repo, "localai-import", "backends/localai")
@@ -149,10 +157,16 @@ def test_git_and_url_requirements_lock_with_hashes_package_and_serve(tmp_path: P
         {"algorithm": "sha256", "hash": hashlib.sha256(wheel.read_bytes()).hexdigest(), "url": wheel_url}
     ]
     assert "tinywheel; python_version >= \"3.8\"" in lock["requirements"], lock["requirements"]
+    # LocalAI's transformers runtime, and no grpcio-tools: none can join these pins.
+    assert (locked(lock, "grpcio")["version"], locked(lock, "protobuf")["version"]) == ("1.83.0", "7.35.0")
+    assert not [r for r in lock["locked_resolves"][0]["locked_requirements"] if r["project_name"] == "grpcio-tools"]
 
     pants(repo, "package", f"{FOLDER}:cpu")
     dist = repo / "dist/backends/localai-refs-example/cpu"
     assert {"tinyfix-0.1.0-py3-none-any.whl", "tinywheel-0.2.0-py3-none-any.whl"} <= set(pex_distributions(dist / "backend.pex"))
+    # The stubs, from the grpc-stubs resolve's grpcio-tools 1.71.0 (gencode 5.29.0), not the folder's lock.
+    assert "GRPC_GENERATED_VERSION = '1.71.0'" in (dist / "backend.pex/backend_pb2_grpc.py").read_text()
+    assert "# Protobuf Python Version: 5.29.0" in (dist / "backend.pex/backend_pb2.py").read_text()
     with BackendProcess("localai-refs-example", run_sh=dist / "run.sh") as server:
         assert server.stub.Health(backend_pb2.HealthMessage(), timeout=10).message == b"OK"
         assert f"tinyfix={PINNED_VALUE} tinywheel=0.2.0" in server.output()

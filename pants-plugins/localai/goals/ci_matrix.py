@@ -11,7 +11,8 @@ native_engine). A job runs when a changed file is one of its inputs:
     requirement files they were read from and on the resolve's lockfile: so backends/<x>/requirements.txt
     selects every variant of x, requirements-<accel>.txt and the lockfile only backends/<x>:<accel>;
   - for a variant, the files its rules read that no target owns: the accelerator matrix and the
-    accelerator's pip options file;
+    accelerator's pip options file; for an imported LocalAI folder also the stubs tool
+    (3rdparty/grpc-stubs/BUILD, lockfiles/grpc-stubs.lock);
   - files matching --global-globs (pants.toml, the plugin, the bootstrap) rebuild every job.
 
 Only variants with a committed lockfile are jobs (the others cannot be built anywhere, and
@@ -50,6 +51,8 @@ from pants.vcs.git import GitWorktreeRequest, MaybeGitWorktree
 from localai.errors import LocalAIError
 from localai.model.accelerators import MATRIX_PATH
 from localai.model.variant import AllBackendVariants, BackendVariant
+from localai.package.proto import STUBS_TOOL_FILES
+from localai.target_types import LOCALAI_LAYOUT
 
 # Runner label per accelerator. Building needs no GPU, but the variant's tests do: GPU variants go
 # to self-hosted runners carrying these labels. Override with --localai-ci-matrix-runners.
@@ -137,9 +140,11 @@ class CIJobs:
 
 
 def config_files(variant: BackendVariant) -> set[str]:
-    """Files a variant's rules read that no target owns: the accelerator matrix and its pip options.
+    """Files a variant's rules read that no target owns: the accelerator matrix and its pip options,
+    and for an imported LocalAI folder the stubs tool (the grpc-stubs resolve's BUILD and lockfile).
     (Requirement files and the lockfile are sources of targets in its closure.)"""
-    return {MATRIX_PATH, variant.variant.accelerator.pip_options}
+    stubs = set(STUBS_TOOL_FILES) if variant.layout == LOCALAI_LAYOUT else set()
+    return {MATRIX_PATH, variant.variant.accelerator.pip_options, *stubs}
 
 
 def is_build_file_of(path: str, spec_path: str) -> bool:

@@ -33,9 +33,10 @@ class FakeEngine(Target):
 RESOLVES = {"bark": ["cpu", "cuda12"], "kokoro": ["cpu", "metal"]}
 
 
-def _options() -> list[str]:
-    resolves = {f"{n}-{a}": f"lockfiles/{n}-{a}.lock" for n, accels in RESOLVES.items() for a in accels}
-    pip = {f"{n}-{a}": f"3rdparty/accelerators/{a}.txt" for n, accels in RESOLVES.items() for a in accels}
+def _options(extra: dict[str, list[str]] | None = None) -> list[str]:
+    every = {**RESOLVES, **(extra or {})}
+    resolves = {f"{n}-{a}": f"lockfiles/{n}-{a}.lock" for n, accels in every.items() for a in accels}
+    pip = {f"{n}-{a}": f"3rdparty/accelerators/{a}.txt" for n, accels in every.items() for a in accels}
     return [
         "--python-enable-resolves",
         f"--python-resolves={resolves!r}",
@@ -117,6 +118,23 @@ def test_engine_change_rebuilds_the_engine_and_the_backend_serving_it(rule_runne
 def test_unrelated_and_global_files(rule_runner) -> None:
     assert _jobs(rule_runner, "docs/ci.md") == {}
     assert set(_jobs(rule_runner, "pants.toml")) == ALL_VARIANTS | {"engines/minilm:avx2"}
+
+
+def test_the_stubs_tool_rebuilds_the_imported_folders_only() -> None:
+    # An imported folder's stubs come from the grpc-stubs resolve, which no target of its closure owns.
+    rule_runner = _runner()
+    rule_runner.write_files(
+        {
+            "backends/localai/common/BUILD": "localai_common()\n",
+            "backends/localai/demo/BUILD": 'localai_import(accelerators=["cpu"])\n',
+            "backends/localai/demo/backend.py": "",
+            "backends/localai/demo/requirements-cpu.txt": "",
+            "lockfiles/localai-demo-cpu.lock": fake_lockfile({}),
+        }
+    )
+    rule_runner.set_options(_options({"localai-demo": ["cpu"]}))
+    for changed in ("lockfiles/grpc-stubs.lock", "3rdparty/grpc-stubs/BUILD"):
+        assert _jobs(rule_runner, changed) == {"backends/localai/demo:cpu": "ubuntu-latest"}, changed
 
 
 def test_no_job_for_a_variant_without_lockfile_or_a_test_support_build() -> None:

@@ -52,6 +52,7 @@ from localai.package.sbom import SBOM_NAME
 from localai.package.signing import ENVELOPE_NAME, ProvenanceEnvelope, ProvenanceEnvelopeRequest
 from localai.package.source_checkout import SourceCheckout, SourceCheckoutRequest
 from localai.package.sources import BackendSources, BackendSourcesRequest
+from localai.target_types import BACKEND_LAYOUT, LOCALAI_LAYOUT
 
 # Needed to compile backend.proto at build time, not at run time: kept out of the PEX.
 BUILD_ONLY_REQUIREMENT = "grpcio-tools"
@@ -65,14 +66,16 @@ class PexToolError(LocalAIError):
     pass
 
 
-def runtime_requirements(variant: Variant, layered: LayeredRequirements) -> tuple[str, ...]:
-    """The variant's requirements the PEX carries; refuses what cannot be packaged, naming the fix."""
+def runtime_requirements(variant: Variant, layered: LayeredRequirements, layout: str = BACKEND_LAYOUT) -> tuple[str, ...]:
+    """The variant's requirements the PEX carries; refuses what cannot be packaged, naming the fix.
+    An imported LocalAI folder's stubs come from the `grpc-stubs` resolve, so it needs no grpcio-tools
+    (a grpcio-tools line of its own is locked as LocalAI installs it, and kept out of the PEX too)."""
     if layered.unsatisfied:
         raise PinPolicyError(
             f"{variant.address}: the {variant.accelerator.name} variant cannot be built here: " + "; ".join(layered.unsatisfied)
         )
     by_name = {PipRequirement.parse(r).project_name.lower(): r for r in layered.requirements}
-    if BUILD_ONLY_REQUIREMENT not in by_name:
+    if BUILD_ONLY_REQUIREMENT not in by_name and layout != LOCALAI_LAYOUT:
         raise GrpcToolsMissingError(
             f"{variant.address}: {variant.directory}/requirements.txt must pin grpcio-tools (the "
             "build compiles backend.proto with it, from the same lock as grpcio/protobuf)."
@@ -145,7 +148,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
     backend_variant = await Get(BackendVariant, BackendVariantRequest(field_set.address))
     variant, lockfile, version = backend_variant.variant, backend_variant.packageable_lock(), backend_variant.version
     layered = await Get(LayeredRequirements, RequirementsOfVariant(field_set.address, variant))
-    requirements = runtime_requirements(variant, layered)
+    requirements = runtime_requirements(variant, layered, backend_variant.layout)
     ics = InterpreterConstraints([variant.accelerator.python])
     portable = await Get(PortablePython, PortablePythonRequest(python_version_of(variant.accelerator.python)))
     sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))

@@ -24,7 +24,7 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from localai.model.artifact import BackendVariantFieldSet
 from localai.model.records import BUILD_RECORD
-from localai.testutil import SHARED_RUNTIME, make_rule_runner, pex_cli_options, repo_file
+from localai.testutil import SHARED_RUNTIME, make_rule_runner, pex_cli_options, repo_file, repo_options
 
 LOCK = repo_file("lockfiles/minilm-ggml-cpu.lock")
 PINS = "grpcio==1.85.3\nprotobuf==7.36.2\n"
@@ -83,24 +83,6 @@ FILES = {
     **backend("notools", requirements=PINS),
     **backend("cudalock", lockfile=with_forbidden(LOCK, "cuda-bindings")),
 }
-
-
-def repo_options() -> list[str]:
-    """pants.toml's settings the build depends on: pip and interpreter, the package index and the
-    wheelhouse path mapping, the hermetic subprocess environment (no host pip configuration)."""
-    import toml  # pants: no-infer-dep (toml comes with pantsbuild.pants)
-
-    home = os.path.expanduser("~")
-    conf = toml.loads(repo_file("pants.toml").replace("%(homedir)s", home))
-    python, repos = conf["python"], conf["python-repos"]
-    return [
-        f"--python-interpreter-constraints={python['interpreter_constraints']!r}",
-        f"--python-pip-version={python['pip_version']}",
-        "--python-enable-resolves",
-        f"--python-repos-indexes={repos['indexes']!r}",
-        f"--python-repos-path-mappings={repos['path_mappings']!r}",
-        f"--subprocess-environment-env-vars={conf['subprocess-environment']['env_vars']!r}",
-    ]
 
 
 @pytest.fixture(scope="module")

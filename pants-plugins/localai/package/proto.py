@@ -1,23 +1,38 @@
-"""Compiles the gRPC interface with grpcio-tools taken from a backend variant's own lockfile.
+"""Compiles the gRPC interface with a locked grpcio-tools, and checks the stubs against the runtime.
 
 Pants' protobuf backend downloads protoc from GitHub and generates code for one protobuf
-version; here each variant's stubs come from the same lock as its grpcio/protobuf runtime, so
-generated code and runtime cannot disagree (LocalAI's gencode/runtime mismatch bug).
+version; here a backend of this repository compiles its stubs with the grpcio-tools of its own
+lock (its requirements.txt pins it), an imported LocalAI folder with the project's stubs tool,
+the `grpc-stubs` resolve (3rdparty/grpc-stubs/BUILD): no single grpcio-tools release can join
+every LocalAI folder's resolve (LocalAI's transformers pins protobuf==7.35.0, which no
+grpcio-tools wheel accepts), and the stubs need none of its dependencies at run time.
+
+The generated files check their runtime when imported, and the same rule is checked here, once,
+against the variant's lock (`StubRuntimeFloor`, read from the generated files themselves):
+  <name>_pb2_grpc.py  GRPC_GENERATED_VERSION = '<grpcio-tools version>'; it raises RuntimeError
+                      when grpc._utilities.first_version_is_lower(grpc.__version__, that): the
+                      runtime grpcio's major.minor.patch is lower
+  <name>_pb2.py       _runtime_version.ValidateProtobufRuntimeVersion(Domain.PUBLIC, M, m, p, ...):
+                      google.protobuf.runtime_version raises VersionError when the runtime's
+                      (MAJOR, MINOR, PATCH) is lower than (M, m, p), the gencode version of the
+                      tool's protoc (protobuf 6.33.5's and 7.35.0's runtimes set no upper bound)
+A variant whose locked grpcio or protobuf is older fails `pants package`, naming both versions.
 
 The generated stubs depend only on the grpcio-tools release (its bundled protoc and gRPC plugin)
 and the .proto files, so the compile is keyed on the locked `grpcio-tools==<version>`, the
-interpreter and the sources, not on the variant: every variant whose lock pins the same
+interpreter and the sources, not on the variant: every variant whose stubs come from the same
 grpcio-tools shares one grpcio-tools PEX and one protoc run per Pants session.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pants.backend.python.target_types import EntryPoint, PythonSourceField
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
 from pants.backend.python.util_rules.pex_requirements import PexRequirements, Resolve
-from pants.engine.fs import Digest, Snapshot
+from pants.engine.fs import Digest, DigestContents, Snapshot
 from pants.engine.process import ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import GeneratedSources, GenerateSourcesRequest
@@ -36,6 +51,11 @@ TESTS_INTERPRETER = "CPython==3.11.*"
 
 
 GRPCIO_TOOLS = "grpcio-tools"
+# The stubs tool of imported LocalAI folders: one grpcio-tools, locked in its own resolve.
+STUBS_RESOLVE = "grpc-stubs"
+STUBS_BUILD = "3rdparty/grpc-stubs/BUILD"
+# What an imported folder's stubs are made from beyond its own closure (the CI matrix reads it).
+STUBS_TOOL_FILES = (STUBS_BUILD, lockfile_path(STUBS_RESOLVE))
 
 
 class GrpcToolsNotLockedError(LocalAIError):
@@ -115,6 +135,108 @@ async def compile_proto(request: CompileProtoRequest) -> CompiledProto:
         ),
     )
     return CompiledProto(result.output_digest)
+
+
+_GRPC_GENERATED = re.compile(r"^GRPC_GENERATED_VERSION = '([^']+)'", re.MULTILINE)
+_PROTOBUF_GENCODE = re.compile(
+    r"ValidateProtobufRuntimeVersion\(\s*_runtime_version\.Domain\.PUBLIC,\s*(\d+),\s*(\d+),\s*(\d+),"
+)
+
+
+class StubRuntimeError(LocalAIError):
+    pass
+
+
+_RELEASE = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+
+
+def release(version: str) -> tuple[int, int, int]:
+    """major.minor.patch, the part of a version both runtime checks compare (missing parts are 0)."""
+    m = _RELEASE.match(version)
+    if not m:
+        raise StubRuntimeError(f"cannot compare version '{version}' with the stubs' runtime floor: it starts with no number")
+    return tuple(int(n or 0) for n in m.groups())  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class StubRuntimeFloor:
+    """The oldest grpcio and protobuf the generated stubs import on, as their own checks state
+    (None: the files check nothing, as grpcio-tools releases before those checks generate)."""
+
+    grpcio: str | None
+    protobuf: str | None
+
+    @classmethod
+    def of(cls, contents: DigestContents) -> "StubRuntimeFloor":
+        grpcio, protobuf = set(), set()
+        for fc in contents:
+            text = fc.content.decode()
+            if fc.path.endswith("_pb2_grpc.py"):
+                grpcio.update(_GRPC_GENERATED.findall(text))
+            elif fc.path.endswith("_pb2.py"):
+                protobuf.update(".".join(m) for m in _PROTOBUF_GENCODE.findall(text))
+        newest = lambda found: max(found, key=release) if found else None  # noqa: E731
+        return cls(newest(grpcio), newest(protobuf))
+
+
+def runtime_problems(floor: StubRuntimeFloor, locked: tuple[tuple[str, str], ...], lockfile: str, tool: str) -> tuple[str, ...]:
+    """One sentence per runtime of ``lockfile`` that stubs generated by grpcio-tools ``tool`` refuse."""
+    checks = (
+        ("grpcio", floor.grpcio, f"older than grpcio-tools {tool}, which generated the stubs: *_pb2_grpc.py raises "
+         "RuntimeError at import on an older grpcio (GRPC_GENERATED_VERSION = '{needed}')"),
+        ("protobuf", floor.protobuf, f"older than protobuf {{needed}}, the gencode version grpcio-tools {tool}'s protoc "
+         "stamps into *_pb2.py, which raises VersionError at import on an older protobuf runtime (ValidateProtobufRuntimeVersion)"),
+    )
+    problems = []
+    for project, needed, why in checks:
+        if needed is None:
+            continue
+        versions = sorted((v for name, v in locked if name.lower() == project), key=release)
+        if not versions:
+            problems.append(f"{lockfile} locks no {project}, which the stubs import ({needed} or newer)")
+        elif release(versions[0]) < release(needed):
+            problems.append(f"{lockfile} locks {project} {versions[0]}, " + why.format(needed=needed))
+    return tuple(problems)
+
+
+@dataclass(frozen=True)
+class VariantStubsRequest:
+    owner: str  # the variant's address, for errors
+    resolve: str  # the variant's resolve: its lock holds the grpcio and protobuf the stubs run on
+    tool_resolve: str  # the resolve whose locked grpcio-tools generates them
+    interpreter_constraints: InterpreterConstraints
+    sources: Digest
+    files: tuple[str, ...]  # .proto paths, relative to the sources digest
+
+
+@rule(desc="Compile a variant's gRPC stubs", level=LogLevel.DEBUG)
+async def variant_stubs(request: VariantStubsRequest) -> CompiledProto:
+    pin = await Get(GrpcToolsPin, GrpcToolsPinRequest(request.tool_resolve))
+    compiled = await Get(
+        CompiledProto,
+        CompileProtoRequest(pin.requirement, request.interpreter_constraints, request.sources, request.files, resolve=request.tool_resolve),
+    )
+    floor = StubRuntimeFloor.of(await Get(DigestContents, Digest, compiled.digest))
+    path = lockfile_path(request.resolve)
+    maybe = await Get(MaybeLockfile, LockfileRequest(path))
+    tool = pin.requirement.split("==", 1)[1]
+    problems = runtime_problems(floor, maybe.lockfile.versions() if maybe.lockfile else (), path, tool)
+    if not problems:
+        return compiled
+    if request.tool_resolve == STUBS_RESOLVE:
+        fix = (
+            f"pin in {STUBS_BUILD} a grpcio-tools no newer than the folder's grpcio whose protoc gencode is no newer "
+            f"than its protobuf, then `./pants generate-lockfiles --resolve={STUBS_RESOLVE}` (the folder stays unchanged)"
+        )
+    else:
+        fix = (
+            "in the variant's requirement files, pin grpcio and protobuf no older than that, or an older grpcio-tools, "
+            f"then `./pants generate-lockfiles --resolve={request.resolve}`"
+        )
+    raise StubRuntimeError(
+        f"{request.owner}: its gRPC stubs, from grpcio-tools {tool} (resolve {request.tool_resolve}), need grpcio>="
+        f"{floor.grpcio or '(any)'} and protobuf>={floor.protobuf or '(any)'}: " + "; ".join(problems) + f". Fix: {fix}."
+    )
 
 
 class GeneratePythonFromLocalAIProtoRequest(GenerateSourcesRequest):

@@ -14,8 +14,9 @@ An imported LocalAI folder (`layout="localai"`), laid out as its backend.py expe
                                                                  sys.path insert of <its dir>/../common
     backend_pb2.py, backend_pb2_grpc.py                          top level, as `import backend_pb2` expects
 
-The stubs are compiled from backends/proto with the variant's own grpcio-tools (once per
-grpcio-tools version: proto.py). The folder is
+The stubs are compiled from backends/proto (once per grpcio-tools version: proto.py) with the
+variant's own grpcio-tools for a backend of this repository, with the `grpc-stubs` resolve's for
+an imported folder, and checked against the grpcio and protobuf the variant locks. The folder is
 `localai_backend`, not the backend's name: LocalAI's rerankers backend imports the PyPI package
 `rerankers`, which a folder of that name would shadow.
 """
@@ -59,7 +60,7 @@ from localai.model.variant import Variant
 from localai.native.model_conversion import ConvertedModelFieldSet
 from localai.native.options import NativeSubsystem, kept_engines
 from localai.native.rules import NATIVE_TOOLCHAIN_LOCK, NativeEngineFieldSet
-from localai.package.proto import CompiledProto, CompileProtoRequest, GrpcToolsPin, GrpcToolsPinRequest
+from localai.package.proto import STUBS_RESOLVE, CompiledProto, VariantStubsRequest
 from localai.package.records import ARTIFACT
 from localai.package.sbom import engine_components
 from localai.scripts import script_file
@@ -164,10 +165,12 @@ async def _localai_folder(request: BackendSourcesRequest, py: SourceFiles, proto
     (proto_path,) = protos.snapshot.files
     # Compiled at the top level: `import backend_pb2`, and backend_pb2_grpc imports it as such.
     top_level_proto = await Get(Digest, RemovePrefix(protos.snapshot.digest, str(PurePath(proto_path).parent)))
-    pin = await Get(GrpcToolsPin, GrpcToolsPinRequest(variant.resolve))
+    # LocalAI's folders take their stubs from the project's stubs tool: no grpcio-tools joins their resolves.
     compiled = await Get(
         CompiledProto,
-        CompileProtoRequest(pin.requirement, request.resolve_ics, top_level_proto, (PurePath(proto_path).name,), resolve=variant.resolve),
+        VariantStubsRequest(
+            str(variant.address), variant.resolve, STUBS_RESOLVE, request.resolve_ics, top_level_proto, (PurePath(proto_path).name,)
+        ),
     )
     if f"{own_dir}/__main__.py" in own:
         raise LocalAIFolderError(
@@ -183,10 +186,11 @@ async def _localai_folder(request: BackendSourcesRequest, py: SourceFiles, proto
 
 async def _own_backend(request: BackendSourcesRequest, py: SourceFiles, protos: SourceFiles) -> list[Digest]:
     variant = request.variant
-    pin = await Get(GrpcToolsPin, GrpcToolsPinRequest(variant.resolve))
     compiled = await Get(
         CompiledProto,
-        CompileProtoRequest(pin.requirement, request.resolve_ics, protos.snapshot.digest, protos.snapshot.files, resolve=variant.resolve),
+        VariantStubsRequest(
+            str(variant.address), variant.resolve, variant.resolve, request.resolve_ics, protos.snapshot.digest, protos.snapshot.files
+        ),
     )
     own_prefix = variant.directory + "/"
     own = [f for f in py.snapshot.files if f.startswith(own_prefix)]

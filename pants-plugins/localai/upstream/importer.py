@@ -19,6 +19,11 @@ Git requirements are pinned here, once: each git URL of the tree with no commit 
 3rdparty/localai-git-pins.toml is resolved with `git ls-remote` and recorded (upstream/git_pins.py);
 a URL git cannot resolve leaves its variants not lockable, naming it. Existing pins are kept,
 so a re-run asks git nothing and rewrites the same bytes.
+
+grpcio-tools is not added to any resolve it writes: an imported folder's gRPC stubs come from the
+`grpc-stubs` resolve (3rdparty/grpc-stubs/BUILD), checked at `pants package` against the grpcio
+and protobuf of the variant's lock (package/proto.py). A folder's own grpcio-tools line is read
+like any other requirement.
 """
 from __future__ import annotations
 

@@ -26,8 +26,10 @@
   requirement's dependencies, so it cannot honour that) and `out_of_scope` (a build step no
   requirement file shows) make the folder's variants not lockable, with the reason.
 - grpcio-tools: LocalAI installs it at protogen time in a throwaway venv, bounded by the
-  backend's grpcio; here it joins the variant's resolve with the same bound (build-only: the
-  PEX does not carry it).
+  backend's grpcio and protobuf; here nothing is added to the variant's resolve: the stubs come
+  from the project's `grpc-stubs` resolve (one grpcio-tools, 3rdparty/grpc-stubs/BUILD), checked
+  against the grpcio and protobuf the variant locks (package/proto.py). A folder's own
+  grpcio-tools line is read like any other.
 """
 from __future__ import annotations
 
@@ -56,7 +58,6 @@ from localai.upstream.git_pins import GIT_PINS_PATH, NO_PINS, GitPins, GitUrl, i
 REQUIREMENT_FILE = re.compile(r"^requirements(?:-(?P<suffix>.+))?\.txt$")
 BACKEND_FILE = "backend.py"
 COMMON_DIR = "common"  # LocalAI's shared helpers, next to the backend folders
-GRPC_TOOLS = "grpcio-tools"
 _INDEX_OPTIONS = ("--extra-index-url", "--index-url", "-i", "--find-links", "-f")
 
 
@@ -306,16 +307,6 @@ class PolicyResult:
     unsatisfied: tuple[str, ...]
 
 
-def grpcio_tools_requirement(merged: dict[str, tuple[str, PipRequirement]]) -> str:
-    """grpcio-tools no newer than the backend's grpcio, as LocalAI's runProtogen bounds it."""
-    grpcio = merged.get("grpcio")
-    if grpcio:
-        pins = [version for op, version in grpcio[1].specs if op == "=="]
-        if pins:
-            return f"{GRPC_TOOLS}<={pins[0]}"
-    return GRPC_TOOLS
-
-
 def apply_policy(
     merged: dict[str, tuple[str, PipRequirement]], accel: str, conventions: LocalAIConventions
 ) -> PolicyResult:
@@ -336,8 +327,6 @@ def apply_policy(
             asked = "pinned" if req.specs or req.url else "asks for"
             replaced.append(f"{file} {asked} {req}; {accel} provides {provided}")
         reqs[name] = provided
-    if GRPC_TOOLS not in reqs:
-        reqs[GRPC_TOOLS] = grpcio_tools_requirement(merged)
     return PolicyResult(tuple(reqs[n] for n in sorted(reqs)), tuple(replaced), tuple(unsatisfied))
 
 

@@ -72,8 +72,7 @@ def test_later_file_wins_and_cpu_torch_pin_is_replaced_and_recorded(matrix, conv
     }
     got = variant_requirements("backends/localai/demo", files, matrix.accelerators["cpu"], conventions)
     assert got.requirements == (
-        "grpcio==1.85.3",
-        "grpcio-tools<=1.85.3",  # LocalAI's runProtogen bound: no newer than the backend's grpcio
+        "grpcio==1.85.3",  # no grpcio-tools added: the stubs come from the grpc-stubs resolve
         "protobuf==7.36.2",
         "torch==2.13.0+cpu",
         "transformers",
@@ -160,10 +159,15 @@ def test_generated_requirements_of_an_imported_folder_use_the_policy() -> None:
     )
     assert str(torch[PythonRequirementsField].value[0]) == "torch==2.13.0+cpu"
     assert torch[PythonRequirementResolveField].value == "localai-demo-cpu"
-    tools = rule_runner.get_target(
-        Address("backends/localai/demo", target_name="requirements-cpu", generated_name="grpcio-tools")
-    )
-    assert str(tools[PythonRequirementsField].value[0]) == "grpcio-tools<=1.85.3"
+    with pytest.raises(ExecutionError, match="grpcio-tools"):  # not added to the folder's resolve
+        rule_runner.get_target(Address("backends/localai/demo", target_name="requirements-cpu", generated_name="grpcio-tools"))
+
+
+def test_a_folders_own_grpcio_tools_line_is_kept(matrix, conventions) -> None:
+    # LocalAI's faster-whisper lists grpcio-tools itself: it is locked as LocalAI installs it.
+    files = {"requirements.txt": "grpcio==1.71.0\nprotobuf\ngrpcio-tools\n"}
+    got = variant_requirements("backends/localai/fw", files, matrix.accelerators["cpu"], conventions)
+    assert got.requirements == ("grpcio==1.71.0", "grpcio-tools", "protobuf")
 
 
 def test_generated_requirements_fail_naming_the_file_with_a_foreign_index() -> None:
