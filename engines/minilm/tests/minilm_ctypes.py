@@ -10,7 +10,20 @@ import numpy as np
 from engines.minilm import binding
 from engines.minilm.binding import CODE, CPU_LEVELS, MinilmError, supported  # noqa: F401  (re-exported)
 
-LEVELS = tuple(CPU_LEVELS)
+
+
+def levels_under_test() -> tuple[str, ...]:
+    """The levels these tests check: $MINILM_TEST_LEVELS (comma-separated, set by the test
+    target in BUILD: CI builds fewer levels than a machine runs), else every level."""
+    named = [v for v in os.environ.get("MINILM_TEST_LEVELS", "").split(",") if v]
+    unknown = [v for v in named if v not in CPU_LEVELS]
+    if unknown:
+        raise ValueError(f"MINILM_TEST_LEVELS names {unknown}, not CPU levels of this platform: {list(CPU_LEVELS)} "
+                         "(backends/common/cpu_levels.json); fix the test target's extra_env_vars")
+    return tuple(v for v in CPU_LEVELS if v in named) if named else tuple(CPU_LEVELS)
+
+
+LEVELS = levels_under_test()
 
 
 def library_path(level: str) -> Path:
