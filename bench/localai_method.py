@@ -45,6 +45,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -88,6 +89,12 @@ def clean_env(cache: Path, venv: Path | None = None) -> dict:
     if venv is not None:
         env["VIRTUAL_ENV"] = str(venv)
     return env
+
+
+def cpu_seconds() -> float:
+    """user+sys of every finished child process and its waited-for descendants (Pants' sandboxes too)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 class Failed(Exception):
@@ -220,6 +227,8 @@ def pants_package(name: str, work: Path, cold: bool, log: Path) -> float:
            "package", f"backends/{name}:cpu"]
     start = time.perf_counter()
     with log.open("a") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
         subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=out, stderr=subprocess.STDOUT)
     return time.perf_counter() - start
 
@@ -273,31 +282,39 @@ def measure_backend(args, uv: str, name: str, work: Path) -> dict:
         shutil.rmtree(work / f"{name}-probe-cache", ignore_errors=True)
     if name == "kokoro":
         result["notes"].append("install.sh's `python -m spacy download en_core_web_sm` (GitHub) not run")
-    cold, warm, ours_cold, ours_warm = [], [], [], []
+    times = {k: [] for k in ("localai_cold", "localai_warm", "ours_cold", "ours_warm")}
+    cpu = {k: [] for k in times}
+
+    def timed(key: str, step) -> None:
+        wall, before = time.perf_counter(), cpu_seconds()
+        step()
+        times[key].append(time.perf_counter() - wall)
+        cpu[key].append(cpu_seconds() - before)
+
     for run in range(args.runs):
         cache = work / f"{name}-uv-cache"
         shutil.rmtree(cache, ignore_errors=True)
-        steps = localai_install(uv, backend_dir, proto, files, work / f"{name}-venv", cache, args.python, log)
-        cold.append(sum(steps.values()))
-        result.setdefault("cold_steps", []).append(steps)
+        def install(cache: Path = cache) -> None:
+            steps = localai_install(uv, backend_dir, proto, files, work / f"{name}-venv", cache, args.python, log)
+            result.setdefault("steps", []).append(steps)
+
+        timed("localai_cold", install)
         if args.ours:
-            ours_cold.append(pants_package(name, work, cold=True, log=log))
-        warm.append(sum(localai_install(uv, backend_dir, proto, files, work / f"{name}-venv", cache, args.python,
-                                        log).values()))
+            timed("ours_cold", lambda: pants_package(name, work, cold=True, log=log))
+        timed("localai_warm", install)
         if args.ours:
-            ours_warm.append(pants_package(name, work, cold=False, log=log))
-        print(f"  {name} run {run + 1}: localai cold {cold[-1]:.1f} s warm {warm[-1]:.1f} s"
-              + (f"; ours cold {ours_cold[-1]:.1f} s warm {ours_warm[-1]:.1f} s" if args.ours else "")
-              + f"  [{load()}]", flush=True)
+            timed("ours_warm", lambda: pants_package(name, work, cold=False, log=log))
+        print(f"  {name} run {run + 1}: " + "; ".join(f"{k} {times[k][-1]:.1f} s wall {cpu[k][-1]:.1f} s CPU"
+                                                     for k in times if times[k]) + f"  [{load()}]", flush=True)
     venv = work / f"{name}-venv"
     records = venv_records(venv)
     dists = {n: v for n, (v, _) in records.items()}
     cuda = cuda_packages(dists)
-    result.update(localai_cold=cold, localai_warm=warm, venv_bytes=du(venv), localai_distributions=dists,
+    result.update(times, cpu=cpu, venv_bytes=du(venv), localai_distributions=dists,
                   localai_cuda=cuda, localai_cuda_bytes={n: records[n][1] for n in cuda})
     shutil.rmtree(work / f"{name}-uv-cache", ignore_errors=True)
     if args.ours:
-        result.update(ours_cold=ours_cold, ours_warm=ours_warm, ours=pex_facts(name))
+        result.update(ours=pex_facts(name))
     return result
 
 
@@ -382,8 +399,13 @@ def main() -> None:
 def report(results, args) -> None:
     mb = lambda n: f"{n / 1e6:,.0f} MB"  # noqa: E731 (a one-line local helper)
     for r in results["measure"]:
+        cpu = r.get("cpu", {})
+
+        def t(k: str, r: dict = r, cpu: dict = cpu) -> str:
+            return f"{spread(r[k])} wall" + (f" / {median(cpu[k]):.1f} s CPU" if cpu.get(k) else "")
+
         print(f"\n{r['backend']} (CPU): files {r['files']}")
-        print(f"  LocalAI's method: cold {spread(r['localai_cold'])}, warm {spread(r['localai_warm'])}; "
+        print(f"  LocalAI's method: cold {t('localai_cold')}, warm {t('localai_warm')}; "
               f"venv {mb(r['venv_bytes'])}, {len(r['localai_distributions'])} distributions, "
               f"torch {r['localai_distributions'].get('torch', '-')}")
         cuda = r["localai_cuda_bytes"]
@@ -392,11 +414,14 @@ def report(results, args) -> None:
         if "ours" in r:
             o = r["ours"]
             image = mb(o["image_bytes"]) if o["image_bytes"] is not None else "-"
-            print(f"  ours: cold {spread(r['ours_cold'])}, warm {spread(r['ours_warm'])}; folder "
+            print(f"  ours: cold {t('ours_cold')}, warm {t('ours_warm')}; folder "
                   f"{mb(o['folder_bytes'])}, PEX unpacked {mb(o['unpacked_bytes'])}, image {image}, "
                   f"{len(o['distributions'])} distributions, torch {o['distributions'].get('torch', '-')}, "
                   f"nvidia/cuda/triton {len(o['cuda'])}; {o['lockfile']}")
-            for what, a, b in (("cold", r["ours_cold"], r["localai_cold"]), ("warm", r["ours_warm"], r["localai_warm"]),
+            pairs = [("cold wall", r["ours_cold"], r["localai_cold"]), ("warm wall", r["ours_warm"], r["localai_warm"])]
+            if cpu.get("ours_cold"):
+                pairs += [("cold CPU", cpu["ours_cold"], cpu["localai_cold"]), ("warm CPU", cpu["ours_warm"], cpu["localai_warm"])]
+            for what, a, b in (*pairs,
                                ("size (folder / venv)", [o["folder_bytes"]], [r["venv_bytes"]]),
                                ("size (PEX unpacked / venv)", [o["unpacked_bytes"]], [r["venv_bytes"]])):
                 print(f"  ratio ours/LocalAI {what}: {median(a) / median(b):.2f}")
