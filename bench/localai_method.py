@@ -268,8 +268,8 @@ def measure_backend(args, uv: str, name: str, work: Path) -> dict:
     files = requirement_files(backend_dir)
     log = work / f"{name}.log"
     result = {"backend": name, "files": [f.name for f in files], "notes": []}
-    unreachable = [m.group(2) for f in files for m in INDEX_LINE.finditer(f.read_text())
-                   if not reachable(m.group(2))]
+    unreachable = sorted({m.group(2) for f in files for m in INDEX_LINE.finditer(f.read_text())
+                          if not reachable(m.group(2))})
     if unreachable:
         try:  # LocalAI's files as they are: uv stops at the unreachable index
             localai_install(uv, backend_dir, proto, files, work / f"{name}-venv", work / f"{name}-probe-cache",
