@@ -57,7 +57,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 UV_VERSION = "0.13.9"  # from PyPI, pinned: the bench measures LocalAI's method, not uv's changes
-CUDA_PREFIXES = ("nvidia", "cuda", "triton")
+CUDA_NAME = re.compile(r"^(nvidia-.+|cuda-.+|triton)$")  # normalized names; not e.g. tritonclient
 INDEX_LINE = re.compile(r"^\s*--(extra-index-url|index-url|find-links|-i)\b\s*=?\s*(\S+)", re.M)
 
 
@@ -194,7 +194,7 @@ def normalize(name: str) -> str:
 
 def cuda_packages(dists) -> list[str]:
     """The GPU runtime distributions a CPU build has no use for: nvidia-*, cuda-*, triton."""
-    return sorted(d for d in dists if normalize(d).startswith(CUDA_PREFIXES))
+    return sorted(d for d in dists if CUDA_NAME.match(normalize(d)))
 
 
 def version_changes(by_date: dict[str, dict[str, str]]) -> dict[str, list[str]]:
@@ -208,8 +208,8 @@ def compiled_pins(text: str) -> dict[str, str]:
     """name -> version from `uv pip compile` output (`name==version` lines, comments ignored)."""
     pins = {}
     for line in text.splitlines():
-        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)", line.strip())
-        if m:
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==|@)\s*(\S+)", line.strip())
+        if m:  # `name @ url` (a direct reference) keeps its URL as the "version"
             pins[normalize(m.group(1))] = m.group(2)
     return pins
 
