@@ -1,11 +1,13 @@
 """LocalAI's own way of building a Python backend, measured beside `./pants package` (issue #25 item 3).
 
 Usage:
-  python3 bench/localai_method.py --localai DIR [--backends rerankers,transformers,kokoro] [--runs 3]
-        [--python 3.11] [--ours] [--drift DIR --dates 2026-06-01,2026-12-01] [--json OUT]
+  python3 bench/localai_method.py [--localai DIR] [--backends rerankers,transformers,kokoro] [--runs 3]
+        [--python 3.11] [--ours] [--drift DIR2 --dates 2026-05-01,2026-11-01] [--json OUT]
+  python3 bench/localai_method.py --report OUT        # the report of an earlier --json run
 
-DIR is a checkout (or `git archive`) of LocalAI holding backend/backend.proto and
-backend/python/<name>/requirements*.txt; nothing of it is copied into this repository.
+DIR and DIR2 are `git archive`s of LocalAI revisions holding backend/backend.proto and
+backend/python/<name>/requirements*.txt; nothing of them is copied into this repository.
+uv is installed by the bench itself (`pip install uv==<UV_VERSION>` into a venv in the temp dir).
 
 What LocalAI's backend/python/common/libbackend.sh does for a CPU build (BUILD_TYPE unset, so
 BUILD_PROFILE is "cpu"), re-done here from its documented behaviour without Docker:
@@ -27,10 +29,11 @@ median of --runs; the venv's size on disk; its distributions and the nvidia/cuda
 With --ours, `./pants package backends/<name>:cpu` beside it, the two alternating run by run: cold
 (no pantsd, empty local store and named caches) and warm (no pantsd, the store the cold run
 filled, i.e. a fresh Pants process with warm caches, the counterpart of the warm uv cache), and
-the PEX's distributions, folder size and unpacked size.
-With --drift, LocalAI's files of another revision (DIR) resolved as step 2 does, once per date
-with uv's `--exclude-newer`: which distributions get a different version. Our side cannot drift:
-the lockfile pins every distribution's version and sha256 and the build reads only the lock.
+the PEX's distributions, folder size, unpacked size and the image tarball's size. The venv's
+nvidia/cuda/triton distributions are sized by the bytes their RECORD lists.
+With --drift, the files of revision DIR2 resolved together (`uv pip compile`, no install) once per
+date with uv's `--exclude-newer`: which distributions get a different version. Our side cannot
+drift: the lockfile pins every distribution's version and sha256 and the build reads only the lock.
 
 A file that names an index this machine cannot reach (kokoro's requirements-cpu.txt names the
 PyTorch CPU index) makes uv fail; the output says so and the backend is measured again with
@@ -42,6 +45,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -53,7 +57,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 UV_VERSION = "0.13.9"  # from PyPI, pinned: the bench measures LocalAI's method, not uv's changes
-CUDA_PREFIXES = ("nvidia", "cuda", "triton")
+CUDA_NAME = re.compile(r"^(nvidia-.+|cuda-.+|triton)$")  # normalized names; not e.g. tritonclient
 INDEX_LINE = re.compile(r"^\s*--(extra-index-url|index-url|find-links|-i)\b\s*=?\s*(\S+)", re.M)
 
 
@@ -85,6 +89,12 @@ def clean_env(cache: Path, venv: Path | None = None) -> dict:
     if venv is not None:
         env["VIRTUAL_ENV"] = str(venv)
     return env
+
+
+def cpu_seconds() -> float:
+    """user+sys of every finished child process and its waited-for descendants (Pants' sandboxes too)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 class Failed(Exception):
@@ -160,16 +170,48 @@ def du(path: Path) -> int:
 
 
 def venv_distributions(venv: Path) -> dict[str, str]:
+    return {n: v for n, (v, _) in venv_records(venv).items()}
+
+
+def venv_records(venv: Path) -> dict[str, tuple[str, int]]:
+    """name -> (version, installed bytes): the sizes each distribution's RECORD lists."""
     out = {}
     for info in (venv / "lib").glob("python*/site-packages/*.dist-info"):
         meta = (info / "METADATA").read_text(errors="replace")
-        name = re.search(r"^Name: (.+)$", meta, re.M).group(1).strip()
-        out[re.sub(r"[-_.]+", "-", name).lower()] = re.search(r"^Version: (.+)$", meta, re.M).group(1).strip()
+        name = normalize(re.search(r"^Name: (.+)$", meta, re.M).group(1).strip())
+        size = 0
+        if (info / "RECORD").is_file():
+            for row in (info / "RECORD").read_text(errors="replace").splitlines():
+                parts = row.rsplit(",", 2)
+                size += int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else 0
+        out[name] = (re.search(r"^Version: (.+)$", meta, re.M).group(1).strip(), size)
     return out
 
 
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def cuda_packages(dists) -> list[str]:
-    return sorted(d for d in dists if d.startswith(CUDA_PREFIXES))
+    """The GPU runtime distributions a CPU build has no use for: nvidia-*, cuda-*, triton."""
+    return sorted(d for d in dists if CUDA_NAME.match(normalize(d)))
+
+
+def version_changes(by_date: dict[str, dict[str, str]]) -> dict[str, list[str]]:
+    """Distributions whose version differs between resolutions ("-": absent), versions in date order."""
+    names = sorted(set().union(*by_date.values())) if by_date else []
+    return {n: [pins.get(n, "-") for pins in by_date.values()] for n in names
+            if len({pins.get(n, "-") for pins in by_date.values()}) > 1}
+
+
+def compiled_pins(text: str) -> dict[str, str]:
+    """name -> version from `uv pip compile` output (`name==version` lines, comments ignored)."""
+    pins = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==|@)\s*(\S+)", line.strip())
+        if m:  # `name @ url` (a direct reference) keeps its URL as the "version"
+            pins[normalize(m.group(1))] = m.group(2)
+    return pins
 
 
 # ---- ours ------------------------------------------------------------------------------------
@@ -180,10 +222,13 @@ def pants_package(name: str, work: Path, cold: bool, log: Path) -> float:
     store = work / "pants-store"
     if cold:
         shutil.rmtree(store, ignore_errors=True)
-    cmd = ["./pants", "--no-pantsd", f"--local-store-dir={store}/lmdb", f"--named-caches-dir={store}/named",
+    # --stats-log: the cache hit counters in the log say whether a warm run re-ran anything
+    cmd = ["./pants", "--no-pantsd", "--stats-log", f"--local-store-dir={store}/lmdb", f"--named-caches-dir={store}/named",
            "package", f"backends/{name}:cpu"]
     start = time.perf_counter()
     with log.open("a") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
         subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=out, stderr=subprocess.STDOUT)
     return time.perf_counter() - start
 
@@ -194,13 +239,15 @@ def pex_facts(name: str) -> dict:
     dists = {}
     for wheel in info["distributions"]:
         n, v = wheel.split("-")[:2]
-        dists[re.sub(r"[-_.]+", "-", n).lower()] = v
+        dists[normalize(n)] = v
     unpacked = 0
     for z in (pex / ".deps").iterdir():
         with zipfile.ZipFile(z) as zf:
             unpacked += sum(i.file_size for i in zf.infolist())
     lock = ROOT / f"lockfiles/{name}-cpu.lock"
+    image = ROOT / f"dist/images/{name}/cpu/image.oci.tar"
     return {"distributions": dists, "folder_bytes": du(pex.parent), "unpacked_bytes": unpacked,
+            "image_bytes": image.stat().st_size if image.is_file() else None,
             "cuda": cuda_packages(dists), "lockfile": str(lock.relative_to(ROOT))}
 
 
@@ -221,8 +268,8 @@ def measure_backend(args, uv: str, name: str, work: Path) -> dict:
     files = requirement_files(backend_dir)
     log = work / f"{name}.log"
     result = {"backend": name, "files": [f.name for f in files], "notes": []}
-    unreachable = [m.group(2) for f in files for m in INDEX_LINE.finditer(f.read_text())
-                   if not reachable(m.group(2))]
+    unreachable = sorted({m.group(2) for f in files for m in INDEX_LINE.finditer(f.read_text())
+                          if not reachable(m.group(2))})
     if unreachable:
         try:  # LocalAI's files as they are: uv stops at the unreachable index
             localai_install(uv, backend_dir, proto, files, work / f"{name}-venv", work / f"{name}-probe-cache",
@@ -235,29 +282,39 @@ def measure_backend(args, uv: str, name: str, work: Path) -> dict:
         shutil.rmtree(work / f"{name}-probe-cache", ignore_errors=True)
     if name == "kokoro":
         result["notes"].append("install.sh's `python -m spacy download en_core_web_sm` (GitHub) not run")
-    cold, warm, ours_cold, ours_warm = [], [], [], []
+    times = {k: [] for k in ("localai_cold", "localai_warm", "ours_cold", "ours_warm")}
+    cpu = {k: [] for k in times}
+
+    def timed(key: str, step) -> None:
+        wall, before = time.perf_counter(), cpu_seconds()
+        step()
+        times[key].append(time.perf_counter() - wall)
+        cpu[key].append(cpu_seconds() - before)
+
     for run in range(args.runs):
         cache = work / f"{name}-uv-cache"
         shutil.rmtree(cache, ignore_errors=True)
-        steps = localai_install(uv, backend_dir, proto, files, work / f"{name}-venv", cache, args.python, log)
-        cold.append(sum(steps.values()))
-        result.setdefault("cold_steps", []).append(steps)
+        def install(cache: Path = cache) -> None:
+            steps = localai_install(uv, backend_dir, proto, files, work / f"{name}-venv", cache, args.python, log)
+            result.setdefault("steps", []).append(steps)
+
+        timed("localai_cold", install)
         if args.ours:
-            ours_cold.append(pants_package(name, work, cold=True, log=log))
-        warm.append(sum(localai_install(uv, backend_dir, proto, files, work / f"{name}-venv", cache, args.python,
-                                        log).values()))
+            timed("ours_cold", lambda: pants_package(name, work, cold=True, log=log))
+        timed("localai_warm", install)
         if args.ours:
-            ours_warm.append(pants_package(name, work, cold=False, log=log))
-        print(f"  {name} run {run + 1}: localai cold {cold[-1]:.1f} s warm {warm[-1]:.1f} s"
-              + (f"; ours cold {ours_cold[-1]:.1f} s warm {ours_warm[-1]:.1f} s" if args.ours else "")
-              + f"  [{load()}]", flush=True)
+            timed("ours_warm", lambda: pants_package(name, work, cold=False, log=log))
+        print(f"  {name} run {run + 1}: " + "; ".join(f"{k} {times[k][-1]:.1f} s wall {cpu[k][-1]:.1f} s CPU"
+                                                     for k in times if times[k]) + f"  [{load()}]", flush=True)
     venv = work / f"{name}-venv"
-    dists = venv_distributions(venv)
-    result.update(localai_cold=cold, localai_warm=warm, venv_bytes=du(venv), localai_distributions=dists,
-                  localai_cuda=cuda_packages(dists))
+    records = venv_records(venv)
+    dists = {n: v for n, (v, _) in records.items()}
+    cuda = cuda_packages(dists)
+    result.update(times, cpu=cpu, venv_bytes=du(venv), localai_distributions=dists,
+                  localai_cuda=cuda, localai_cuda_bytes={n: records[n][1] for n in cuda})
     shutil.rmtree(work / f"{name}-uv-cache", ignore_errors=True)
     if args.ours:
-        result.update(ours_cold=ours_cold, ours_warm=ours_warm, ours=pex_facts(name))
+        result.update(ours=pex_facts(name))
     return result
 
 
@@ -272,28 +329,31 @@ def reachable(url: str) -> bool:
 
 
 def drift(args, uv: str, name: str, work: Path) -> dict:
-    """The files of another LocalAI revision installed as LocalAI does, once per --exclude-newer date."""
+    """The files of one LocalAI revision resolved once per --exclude-newer date (`uv pip compile`).
+
+    One resolution of all the files in install order, not one per file: the same set the
+    sequential installs end with unless two files conflict (then the compile fails, and says so).
+    """
     backend_dir = args.drift / "backend/python" / name
     files = requirement_files(backend_dir)
-    if any(not reachable(m.group(2)) for f in files for m in INDEX_LINE.finditer(f.read_text())):
+    notes = []
+    dead = [m.group(2) for f in files for m in INDEX_LINE.finditer(f.read_text()) if not reachable(m.group(2))]
+    if dead:
         files = without_index_lines(files, work / f"{name}-drift-files")
-    cache = work / "drift-uv-cache"  # shared across dates and backends: only the resolution differs
+        notes.append(f"index lines dropped (unreachable here): {sorted(set(dead))}")
     by_date, errors = {}, {}
     for date in args.dates:
-        venv = work / f"{name}-drift-{date}"
-        try:
-            localai_install(uv, backend_dir, args.drift / "backend/backend.proto", files, venv, cache, args.python,
-                            work / f"{name}-drift.log", exclude_newer=f"{date}T00:00:00Z", protogen=False)
-            by_date[date] = venv_distributions(venv)
-        except Failed as e:
-            errors[date] = str(e).splitlines()[-1].strip()
-        shutil.rmtree(venv, ignore_errors=True)
-    names = sorted(set().union(*by_date.values())) if by_date else []
-    differ = {n: [by_date[d].get(n, "-") for d in args.dates if d in by_date] for n in names
-              if len({by_date[d].get(n, "-") for d in by_date}) > 1}
-    return {"backend": name, "dates": args.dates, "counts": {d: len(v) for d, v in by_date.items()},
-            "differ": differ, "errors": errors,
-            "cuda": {d: cuda_packages(v) for d, v in by_date.items()}}
+        cmd = [uv, "pip", "compile", "--quiet", "--no-header", "--python-version", args.python,
+               "--exclude-newer", f"{date}T00:00:00Z", *map(str, files)]
+        proc = subprocess.run(cmd, env=clean_env(work / "drift-uv-cache"), capture_output=True, text=True)
+        if proc.returncode == 0:
+            by_date[date] = compiled_pins(proc.stdout)
+        else:
+            errors[date] = " ".join(proc.stderr.split())[-400:]
+    return {"backend": name, "dates": args.dates, "files": [f.name for f in files], "notes": notes,
+            "counts": {d: len(v) for d, v in by_date.items()}, "differ": version_changes(by_date),
+            "errors": errors, "cuda": {d: cuda_packages(v) for d, v in by_date.items()},
+            "pins": by_date}
 
 
 def load() -> str:
@@ -302,22 +362,27 @@ def load() -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--localai", type=Path, required=True, help="LocalAI checkout (backend/python/<name>/)")
+    p.add_argument("--localai", type=Path, help="LocalAI checkout (backend/python/<name>/) to measure")
     p.add_argument("--backends", default="rerankers,transformers,kokoro")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--python", default="3.11", help="LocalAI's default is 3.10; ours is 3.11")
     p.add_argument("--ours", action="store_true", help="also time ./pants package, alternating with LocalAI's")
     p.add_argument("--drift", type=Path, help="LocalAI checkout of the revision whose files are resolved per date")
-    p.add_argument("--dates", type=lambda s: s.split(","), default=["2026-06-01", "2026-12-01"])
-    p.add_argument("--no-measure", action="store_true", help="drift only")
+    p.add_argument("--dates", type=lambda s: s.split(","), default=["2026-05-01", "2026-11-01"])
     p.add_argument("--json", type=Path, help="write every figure here")
+    p.add_argument("--report", type=Path, help="print the report of an earlier --json file and exit")
     args = p.parse_args()
+    if args.report:
+        report(json.loads(args.report.read_text()), args)
+        return
+    if not args.localai and not args.drift:
+        p.error("give --localai DIR (measure), --drift DIR (resolve per date), or both")
     work = Path(tempfile.mkdtemp(prefix="localai-method-"))
     uv = uv_binary(Path(tempfile.gettempdir()))
     print(f"uv {UV_VERSION}, python {args.python}, work {work}, {load()}", flush=True)
     results = {"measure": [], "drift": []}
     for name in args.backends.split(","):
-        if not args.no_measure:
+        if args.localai:
             results["measure"].append(measure_backend(args, uv, name, work))
         if args.drift:
             results["drift"].append(drift(args, uv, name, work))
@@ -325,38 +390,52 @@ def main() -> None:
         if args.json:  # after every backend: a long run that is stopped keeps what it measured
             args.json.write_text(json.dumps(results, indent=1, sort_keys=True))
     report(results, args)
-    shutil.rmtree(work, ignore_errors=True)
+    for entry in work.iterdir():  # the venvs and caches are GBs; the logs are what explains a number
+        if entry.suffix != ".log":
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+    print(f"logs: {work}")
 
 
 def report(results, args) -> None:
-    if results["measure"]:
-        ours = args.ours
-        print("\n| backend (CPU) | LocalAI cold | LocalAI warm |" + (" ours cold | ours warm |" if ours else "")
-              + " LocalAI venv | " + ("our PEX folder / unpacked | " if ours else "")
-              + "distributions | nvidia/cuda/triton |")
-        print("|---" * (7 + 3 * ours) + "|")
-        for r in results["measure"]:
-            row = [r["backend"], spread(r["localai_cold"]), spread(r["localai_warm"])]
-            if ours:
-                row += [spread(r["ours_cold"]), spread(r["ours_warm"])]
-            row.append(f"{r['venv_bytes'] / 1e6:.0f} MB")
-            if ours:
-                o = r["ours"]
-                row.append(f"{o['folder_bytes'] / 1e6:.0f} MB / {o['unpacked_bytes'] / 1e6:.0f} MB")
-                row.append(f"{len(r['localai_distributions'])} / {len(o['distributions'])}")
-                row.append(f"{len(r['localai_cuda'])} / {len(o['cuda'])}")
-            else:
-                row += [str(len(r["localai_distributions"])), str(len(r["localai_cuda"]))]
-            print("| " + " | ".join(row) + " |")
-        for r in results["measure"]:
-            for n in r["notes"]:
-                print(f"- {r['backend']}: {n}")
+    mb = lambda n: f"{n / 1e6:,.0f} MB"  # noqa: E731 (a one-line local helper)
+    for r in results["measure"]:
+        cpu = r.get("cpu", {})
+
+        def t(k: str, r: dict = r, cpu: dict = cpu) -> str:
+            return f"{spread(r[k])} wall" + (f" / {median(cpu[k]):.1f} s CPU" if cpu.get(k) else "")
+
+        print(f"\n{r['backend']} (CPU): files {r['files']}")
+        print(f"  LocalAI's method: cold {t('localai_cold')}, warm {t('localai_warm')}; "
+              f"venv {mb(r['venv_bytes'])}, {len(r['localai_distributions'])} distributions, "
+              f"torch {r['localai_distributions'].get('torch', '-')}")
+        cuda = r["localai_cuda_bytes"]
+        print(f"  nvidia/cuda/triton: {len(cuda)}, {mb(sum(cuda.values()))}: "
+              + ", ".join(f"{n} {r['localai_distributions'][n]} ({mb(b)})" for n, b in sorted(cuda.items())))
+        if "ours" in r:
+            o = r["ours"]
+            image = mb(o["image_bytes"]) if o["image_bytes"] is not None else "-"
+            print(f"  ours: cold {t('ours_cold')}, warm {t('ours_warm')}; folder "
+                  f"{mb(o['folder_bytes'])}, PEX unpacked {mb(o['unpacked_bytes'])}, image {image}, "
+                  f"{len(o['distributions'])} distributions, torch {o['distributions'].get('torch', '-')}, "
+                  f"nvidia/cuda/triton {len(o['cuda'])}; {o['lockfile']}")
+            pairs = [("cold wall", r["ours_cold"], r["localai_cold"]), ("warm wall", r["ours_warm"], r["localai_warm"])]
+            if cpu.get("ours_cold"):
+                pairs += [("cold CPU", cpu["ours_cold"], cpu["localai_cold"]), ("warm CPU", cpu["ours_warm"], cpu["localai_warm"])]
+            for what, a, b in (*pairs,
+                               ("size (folder / venv)", [o["folder_bytes"]], [r["venv_bytes"]]),
+                               ("size (PEX unpacked / venv)", [o["unpacked_bytes"]], [r["venv_bytes"]])):
+                print(f"  ratio ours/LocalAI {what}: {median(a) / median(b):.2f}")
+        for n in r["notes"]:
+            print(f"  - {n}")
     for d in results["drift"]:
-        dates = " vs ".join(args.dates)
-        print(f"\n{d['backend']}: {dates}: {d['counts']} distributions; {len(d['differ'])} differ; errors {d['errors']}")
+        print(f"\n{d['backend']} drift, {' vs '.join(d['dates'])}: {d['counts']} distributions, "
+              f"{len(d['differ'])} differ; nvidia/cuda/triton { {k: len(v) for k, v in d['cuda'].items()} }")
         for n, vs in d["differ"].items():
             print(f"  {n}: {' -> '.join(vs)}")
-        print(f"  nvidia/cuda/triton per date: { {k: len(v) for k, v in d['cuda'].items()} }")
+        for date, err in d["errors"].items():
+            print(f"  {date}: failed: {err}")
+        for n in d["notes"]:
+            print(f"  - {n}")
 
 
 if __name__ == "__main__":
