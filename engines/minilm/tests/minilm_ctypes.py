@@ -11,7 +11,6 @@ from engines.minilm import binding
 from engines.minilm.binding import CODE, CPU_LEVELS, MinilmError, supported  # noqa: F401  (re-exported)
 
 
-
 def levels_under_test() -> tuple[str, ...]:
     """The levels these tests check: $MINILM_TEST_LEVELS (comma-separated, set by the test
     target in BUILD: CI builds fewer levels than a machine runs), else every level."""
