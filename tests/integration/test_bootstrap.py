@@ -7,8 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
+
+from tests.integration.temp_repo import write_wheel
 
 
 def test_missing_python39_names_what_to_install(tmp_path: Path) -> None:
@@ -100,13 +101,7 @@ def test_the_pex_tool_caches_under_the_pex_root_pants_gives_it(tmp_path: Path) -
     """Pants runs every pex process with PEX_ROOT in its named cache; a tool built with pex's
     default --strip-pex-env drops it and caches in ~/.pex, shared by every run on the machine."""
     tool = Path(os.environ["HOME"]) / ".cache/localai-build/pex-2.1.137"  # built by this run's ./pants
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    with zipfile.ZipFile(wheels / "tiny-1.0-py3-none-any.whl", "w") as zf:
-        zf.writestr("tiny/__init__.py", "")
-        zf.writestr("tiny-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n")
-        zf.writestr("tiny-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr("tiny-1.0.dist-info/RECORD", "")
+    wheels = write_wheel(tmp_path / "wheels", "tiny", "1.0").parent
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "PEX_ROOT": str(tmp_path / "pex-root"),
            "PEX_SCRIPT": "pex3"}
     result = subprocess.run(
