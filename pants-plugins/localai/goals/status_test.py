@@ -52,11 +52,11 @@ def test_the_committed_proto_declares_the_base_and_model_rpcs() -> None:
 
 def test_render_marks_each_column() -> None:
     rows = [
-        StatusRow("kokoro", "cpu", True, True, True, False, True, ("TTS",), ""),
-        StatusRow("bark", "cpu", True, True, True, True, False, ("TTS",), ""),
-        StatusRow("x", "rocm", False, True, False, False, False, (), "lockfiles/x-rocm.lock is committed but ..."),
+        StatusRow("kokoro", "cpu", ("linux_x86_64",), True, True, True, False, True, ("TTS",), ""),
+        StatusRow("bark", "cpu", ("linux_x86_64", "linux_aarch64"), True, True, True, True, False, ("TTS",), ""),
+        StatusRow("x", "rocm", ("linux_x86_64",), False, True, False, False, False, (), "lockfiles/x-rocm.lock is committed but ..."),
     ]
     lines = render(rows).splitlines()
-    assert "| bark | cpu | yes | yes | yes | yes | no | TTS |  |" in lines
-    assert "| kokoro | cpu | yes | yes | yes | no | yes | TTS |  |" in lines
-    assert lines[-1].startswith("| x | rocm | no | yes | no | no | no | - | lockfiles/x-rocm.lock")
+    assert "| bark | cpu | linux_x86_64, linux_aarch64 | yes | yes | yes | yes | no | TTS |  |" in lines
+    assert "| kokoro | cpu | linux_x86_64 | yes | yes | yes | no | yes | TTS |  |" in lines
+    assert lines[-1].startswith("| x | rocm | linux_x86_64 | no | yes | no | no | no | - | lockfiles/x-rocm.lock")
