@@ -4,7 +4,7 @@
 
 
 def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, version="0.1.0", engines=(), libraries=(),
-                    tags=None, **kwargs):
+                    tags=None, arm64=(), **kwargs):
     """Declares a backend with one variant per accelerator.
 
     engines:            native engine targets (e.g. "engines/minilm:avx2") built into every
@@ -15,6 +15,9 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
     size_budget_mb:     {accelerator: MB} budget overrides for the artifact audit
     not_lockable_here:  {accelerator: reason} for variants whose lockfile must be made elsewhere
     tags:               tags of every variant (e.g. ["by-hand"]: left out of `::`, see pants.toml)
+    arm64:              accelerators that also get a linux/arm64 variant, cross-built here:
+                        `:<accel>-arm64` (platform linux_aarch64, model/platforms.py), reading
+                        requirements-<accel>-arm64.txt over the accelerator's files
     """
     if not accelerators or isinstance(accelerators, str):
         raise ValueError(
@@ -29,6 +32,14 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                 f"{build_file_dir()}/BUILD: '{key}' is given a budget or a note but is not in "
                 f"accelerators={list(accelerators)}"
             )
+    for accel in arm64:
+        if accel not in accelerators:
+            raise ValueError(f"{build_file_dir()}/BUILD: arm64=[...] names '{accel}', which is not in accelerators={list(accelerators)}")
+    if arm64 and engines:
+        raise ValueError(
+            f"{build_file_dir()}/BUILD: arm64=[...] with engines=[...]: a backend's engines are built for x86_64 CPU "
+            "levels; the arm64 engine builds (engines/<e>:arm64-*) are not wired into backends yet"
+        )
     localai_sources(name="src", dependencies=["backends/common", "backends/proto", *libraries], **kwargs)
     # The same files as a library of the tests resolve, for unit tests in tests/.
     python_sources(name="py", dependencies=["backends/common:py", "backends/proto"])
@@ -38,6 +49,19 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             name=accel,
             accelerator=accel,
             dependencies=[":src", f":requirements-{accel}", *engines],
+            size_budget_mb=size_budget_mb.get(accel),
+            not_lockable_here=not_lockable_here.get(accel),
+            version=version,
+            tags=tags,
+        )
+    for accel in arm64:
+        name = f"{accel}-arm64"  # the suffix of linux_aarch64 in model/platforms.py
+        localai_requirements(name=f"requirements-{name}", accelerator=accel, platform="linux_aarch64")
+        localai_backend_variant(
+            name=name,
+            accelerator=accel,
+            platform="linux_aarch64",
+            dependencies=[":src", f":requirements-{name}"],
             size_budget_mb=size_budget_mb.get(accel),
             not_lockable_here=not_lockable_here.get(accel),
             version=version,

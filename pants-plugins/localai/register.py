@@ -5,7 +5,7 @@ image and its push), upstream/ (LocalAI's own folders), goals/ (generated output
 (audit and staleness checks), native/ (C++ engines, registered as `localai.native`).
 """
 from localai import target_types as localai_target_types
-from localai.goals import bundle, ci_matrix, claims, export, gallery, resolves, status, verify
+from localai.goals import bundle, ci_matrix, claims, export, gallery, platform_lockfiles, resolves, status, verify
 from localai.lint import audit, zizmor
 from localai.model import accelerators, lockfile, requirements, variant, wheelhouse
 from localai.oci import image, publish
@@ -42,6 +42,7 @@ def rules():
         *sources.rules(),
         *importer.rules(),
         *resolves.rules(),
+        *platform_lockfiles.rules(),
         *portable_python.rules(),
         *source_checkout.rules(),
         *signing.rules(),

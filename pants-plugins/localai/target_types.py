@@ -22,11 +22,26 @@ from pants.engine.target import (
 )
 from pants.util.strutil import help_text
 
+from localai.model.platforms import BUILD_PLATFORM, PLATFORMS
+
 
 class AcceleratorField(StringField):
     alias = "accelerator"
     required = True
     help = "An accelerator declared in 3rdparty/accelerators.toml (cpu, cuda13, rocm, ...)."
+
+
+class PlatformField(StringField):
+    alias = "platform"
+    default = BUILD_PLATFORM
+    valid_choices = tuple(PLATFORMS)
+    help = help_text(
+        """
+        The platform the variant runs on (pip's platform tag). Any other than the build
+        machine's is cross-built for a pex complete platform (model/platforms.py); its name,
+        resolve and lockfile carry the platform's suffix (`cpu-arm64`).
+        """
+    )
 
 
 class LocalAISourcesField(MultipleSourcesField):
@@ -89,11 +104,12 @@ class LocalAIRequirementsGenerator(TargetGenerator):
         One python_requirement per package of a backend variant, in resolve
         `<backend>-<accelerator>`, from LocalAI's layered requirement files: requirements.txt,
         then requirements-<accelerator>.txt, whose pins replace the base file's for the same
-        package (LocalAI installs them in that order, so the overlay wins).
+        package (LocalAI installs them in that order, so the overlay wins), then for a
+        cross-built platform requirements-<accelerator><suffix>.txt (requirements-cpu-arm64.txt).
         """
     )
     generated_target_cls = PythonRequirementTarget
-    core_fields = (*COMMON_TARGET_FIELDS, AcceleratorField, LayoutField)
+    core_fields = (*COMMON_TARGET_FIELDS, AcceleratorField, PlatformField, LayoutField)
     copied_fields = COMMON_TARGET_FIELDS
     moved_fields = ()
 
@@ -125,6 +141,7 @@ class LocalAIBackendVariantTarget(Target):
     core_fields = (
         *COMMON_TARGET_FIELDS,
         AcceleratorField,
+        PlatformField,
         Dependencies,
         SizeBudgetField,
         VersionField,

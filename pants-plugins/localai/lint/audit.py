@@ -20,6 +20,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex import PythonExecutable
@@ -44,6 +45,7 @@ from pants.util.strutil import softwrap
 
 from localai.model.accelerators import Accelerator, canonical_soname, is_gpu_runtime
 from localai.model.artifact import BackendVariantFieldSet, PexTree
+from localai.model.lockfile import Lockfile
 from localai.model.variant import BackendVariant, BackendVariantRequest
 from localai.scripts import script_file
 
@@ -202,6 +204,24 @@ class BuiltArtifact:
     platform: str = "x86_64"  # the machine it runs on (platform.machine() spelling): every ELF's e_machine
 
 
+def wrong_platform_wheels(lockfile: Lockfile, machine: str) -> tuple[str, ...]:
+    """One line per locked wheel built for another machine than ``machine`` (a platform lockfile
+    regenerated for the build machine's platform, by `generate-lockfiles`, fails here)."""
+    lines = []
+    for req in lockfile.requirements():
+        for artifact in req.artifacts:
+            name = unquote(artifact.url.rsplit("/", 1)[-1])
+            if not name.endswith(".whl"):
+                continue
+            tags = name[: -len(".whl")].split("-")[-1].split(".")
+            if "any" not in tags and not any(t.endswith(machine) for t in tags):
+                lines.append(
+                    f"{lockfile.path}: locks {name}, a wheel for {'/'.join(tags)}, in a lockfile for {machine}; "
+                    f"regenerate it for its platform (`./pants localai-platform-lockfiles`), not with `generate-lockfiles`"
+                )
+    return tuple(lines)
+
+
 @rule(desc="Audit a built backend artifact", level=LogLevel.DEBUG)
 async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
     accel = artifact.accelerator
@@ -227,7 +247,9 @@ async def audit_artifact(field_set: BackendVariantFieldSet) -> ArtifactAudit:
     bv = await Get(BackendVariant, BackendVariantRequest(field_set.address))
     built = await Get(BuiltPackage, BackendVariantFieldSet, field_set)
     pex = next(a.relpath.rstrip("/") for a in built.artifacts if a.relpath and a.relpath.rstrip("/").endswith(".pex"))
-    return await Get(ArtifactAudit, BuiltArtifact(built.digest, pex, bv.variant.accelerator, bv.size_budget_mb))
+    return await Get(
+        ArtifactAudit, BuiltArtifact(built.digest, pex, bv.variant.accelerator, bv.size_budget_mb, bv.variant.platform.machine)
+    )
 
 
 def artifact_report(target: str, accelerator: str, build_file: str, art: ArtifactAudit) -> tuple[list[str], bool]:
@@ -259,7 +281,10 @@ async def audit_variant(request: AuditRequest.Batch, audit: AuditSubsystem) -> L
                 f"{field_set.address}: {variant.lockfile} locks '{name}', which the "
                 f"{variant.accelerator.name} accelerator forbids ({', '.join(variant.accelerator.forbidden)})"
             )
-        failed |= bool(bad)
+        # Universal lockfiles (the build machine's platform) hold every platform's wheels by design.
+        wrong = wrong_platform_wheels(bv.lockfile, variant.platform.machine) if variant.platform.cross else ()
+        lines += [f"{field_set.address}: {line}" for line in wrong]
+        failed |= bool(bad) or bool(wrong)
         if not bad:
             lines.append(f"{field_set.address}: {variant.lockfile}: no forbidden package")
         if variant.accelerator.name in audit.package_accelerators and not bad:

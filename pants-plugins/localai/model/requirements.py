@@ -33,7 +33,8 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.variant import Variant
-from localai.target_types import LOCALAI_LAYOUT, AcceleratorField, LayoutField, LocalAIRequirementsGenerator
+from localai.model.platforms import platform_named
+from localai.target_types import LOCALAI_LAYOUT, AcceleratorField, LayoutField, LocalAIRequirementsGenerator, PlatformField
 
 
 class RequirementsFileError(LocalAIError):
@@ -55,6 +56,7 @@ class LayeredRequirementsRequest:
     accelerator: str
     owner: str  # the target asking, for error messages
     layout: str = "backend"  # "localai": LocalAI's own folder (upstream/layout.py)
+    platform_suffix: str = ""  # a cross-built platform's: its overlay requirements-<accel><suffix>.txt
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ async def read_layered_requirements(request: LayeredRequirementsRequest) -> Laye
     paths = (
         f"{request.directory}/requirements.txt",
         f"{request.directory}/requirements-{request.accelerator}.txt",
+        *((f"{request.directory}/requirements-{request.accelerator}{request.platform_suffix}.txt",) if request.platform_suffix else ()),
     )
     contents = await Get(
         DigestContents, PathGlobs(paths)
@@ -103,11 +106,12 @@ async def read_layered_requirements(request: LayeredRequirementsRequest) -> Laye
     found = {fc.path: fc.content.decode() for fc in contents}
     missing = [p for p in paths if p not in found]
     if missing:
+        overlay = f" and requirements-{request.accelerator}{request.platform_suffix}.txt (its platform's)" if request.platform_suffix else ""
         raise RequirementsFileError(
             f"{request.owner}: missing {', '.join(missing)}. A backend variant reads "
-            f"requirements.txt (shared pins) and requirements-{request.accelerator}.txt "
-            f"(this accelerator's pins; it may hold only a comment). Create the file, or remove "
-            f"'{request.accelerator}' from accelerators=[...] in {request.directory}/BUILD."
+            f"requirements.txt (shared pins), requirements-{request.accelerator}.txt "
+            f"(this accelerator's pins; it may hold only a comment){overlay}. Create the file, or remove "
+            f"the variant from {request.directory}/BUILD."
         )
     try:
         reqs = layer([(p, found[p]) for p in paths])
@@ -124,7 +128,7 @@ def requirements_request(generator: Target, variant: Variant) -> LayeredRequirem
     """The one request for a variant's requirements: the generator and packaging ask the same, so
     the engine reads and parses the files once."""
     return LayeredRequirementsRequest(
-        variant.directory, variant.accelerator.name, str(generator.address), generator[LayoutField].value
+        variant.directory, variant.accelerator.name, str(generator.address), generator[LayoutField].value, variant.platform.suffix
     )
 
 
@@ -136,8 +140,9 @@ async def generate_localai_requirements(
     # The naming only, not pants.toml's check: `./pants localai-resolves` must be able to list
     # the variants whose entries pants.toml lacks (packaging checks them).
     matrix = await Get(AcceleratorMatrix)
-    accel = matrix.get(generator[AcceleratorField].value, context=f"{generator.address.spec_path}/BUILD ({generator.address})")
-    variant = Variant.of(generator.address, accel)
+    context = f"{generator.address.spec_path}/BUILD ({generator.address})"
+    accel = matrix.get(generator[AcceleratorField].value, context=context)
+    variant = Variant.of(generator.address, accel, platform_named(generator[PlatformField].value, context=context))
     layered = await Get(LayeredRequirements, LayeredRequirementsRequest, requirements_request(generator, variant))
     # As Pants' python_requirements does: each requirement depends on the files it was read from
     # (one helper target per file) and on the resolve's lockfile target, so both are inputs Pants
@@ -193,15 +198,16 @@ async def requirements_of_variant(request: RequirementsOfVariant) -> LayeredRequ
     target's generator asked: one read and parse of the files."""
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
     direct = await Get(UnexpandedTargets, DependenciesRequest(wrapped.target[Dependencies]))
-    accel = request.variant.accelerator.name
+    accel, platform = request.variant.accelerator.name, request.variant.platform
     generators = [
-        t for t in direct if isinstance(t, LocalAIRequirementsGenerator) and t[AcceleratorField].value == accel
+        t for t in direct
+        if isinstance(t, LocalAIRequirementsGenerator) and t[AcceleratorField].value == accel and t[PlatformField].value == platform.name
     ]
     if len(generators) != 1:
         raise RequirementsDependencyError(
             f"{request.address}: depends on {len(generators)} localai_requirements targets of accelerator "
-            f"'{accel}'; it needs exactly one. Fix: declare it with the localai_backend macro, or give it "
-            f"dependencies=[\":requirements-{accel}\", ...]."
+            f"'{accel}' and platform '{platform.name}'; it needs exactly one. Fix: declare it with the localai_backend "
+            f"macro, or give it dependencies=[\":requirements-{request.variant.name}\", ...]."
         )
     return await Get(LayeredRequirements, LayeredRequirementsRequest, requirements_request(generators[0], request.variant))
 

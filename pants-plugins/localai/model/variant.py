@@ -7,6 +7,7 @@ Status, gallery, export, CI matrix, audit and packaging all read variants throug
 `BackendVariants` / `AllBackendVariants`, never by testing target fields themselves.
 
 Naming is fixed (backends/<name>:<accel> -> resolve <name>-<accel> -> lockfiles/<name>-<accel>.lock;
+a cross-built platform's suffix follows the accelerator: :cpu-arm64 -> <name>-cpu-arm64;
 backends/localai/<name>:<accel> -> resolve localai-<name>-<accel>;
 pip options from the accelerator). pants.toml's entries are generated from it (resolves.py,
 `./pants localai-resolves`); these rules check that they agree.
@@ -26,7 +27,8 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.model.accelerators import Accelerator, AcceleratorMatrix
 from localai.model.lockfile import Lockfile, LockfileRequest, MaybeLockfile
-from localai.target_types import AcceleratorField, LayoutField, NotLockableHereField, SizeBudgetField, VersionField
+from localai.model.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform, platform_named
+from localai.target_types import AcceleratorField, LayoutField, NotLockableHereField, PlatformField, SizeBudgetField, VersionField
 
 
 class VariantConfigError(LocalAIError):
@@ -49,6 +51,7 @@ class PinPolicyError(LocalAIError):
 class VariantRequest:
     address: Address
     accelerator: str
+    platform: str = BUILD_PLATFORM
 
 
 @dataclass(frozen=True)
@@ -56,26 +59,38 @@ class Variant:
     address: Address
     backend: str
     accelerator: Accelerator
+    platform: TargetPlatform = PLATFORMS[BUILD_PLATFORM]
 
     @classmethod
-    def of(cls, address: Address, accelerator: Accelerator) -> "Variant":
-        return cls(address, backend_name(address.spec_path), accelerator)
+    def of(cls, address: Address, accelerator: Accelerator, platform: TargetPlatform = PLATFORMS[BUILD_PLATFORM]) -> "Variant":
+        return cls(address, backend_name(address.spec_path), accelerator, platform)
 
     @property
     def directory(self) -> str:
         return self.address.spec_path
 
     @property
+    def name(self) -> str:
+        """The accelerator, then the platform's suffix: cpu, cuda13, cpu-arm64."""
+        return self.accelerator.name + self.platform.suffix
+
+    @property
     def resolve(self) -> str:
+        return resolve_name(self.backend, self.name)
+
+    @property
+    def tool_resolve(self) -> str:
+        """The resolve of the same backend and accelerator on the build machine's platform: the
+        build tools a cross build runs here (grpcio-tools) come from it."""
         return resolve_name(self.backend, self.accelerator.name)
 
     @property
     def folder(self) -> str:
-        return folder_path(self.backend, self.accelerator.name)
+        return folder_path(self.backend, self.name)
 
     @property
     def entry(self) -> str:
-        return entry_name(self.backend, self.accelerator.name)
+        return entry_name(self.backend, self.name)
 
     @property
     def lockfile(self) -> str:
@@ -112,8 +127,14 @@ def resolve_name(backend: str, accelerator: str) -> str:
 @rule
 async def resolve_variant(request: VariantRequest, python_setup: PythonSetup) -> Variant:
     matrix = await Get(AcceleratorMatrix)
-    accel = matrix.get(request.accelerator, context=f"{request.address.spec_path}/BUILD ({request.address})")
-    variant = Variant.of(request.address, accel)
+    context = f"{request.address.spec_path}/BUILD ({request.address})"
+    accel = matrix.get(request.accelerator, context=context)
+    variant = Variant.of(request.address, accel, platform_named(request.platform, context=context))
+    if variant.platform.cross and variant.platform.name not in accel.platforms:
+        raise VariantConfigError(
+            f"{context}: the {accel.name} accelerator has no {variant.platform.name} builds (its platforms in "
+            f"3rdparty/accelerators.toml: {', '.join(accel.platforms)}). Fix: drop the variant, or add the platform there."
+        )
     problems = []
     lockfile = python_setup.resolves.get(variant.resolve)
     if lockfile != variant.lockfile:
@@ -223,7 +244,7 @@ class AllBackendVariants(BackendVariants):
 async def backend_variant(request: BackendVariantRequest) -> BackendVariant:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
     tgt = wrapped.target
-    variant = await Get(Variant, VariantRequest(tgt.address, tgt[AcceleratorField].value))
+    variant = await Get(Variant, VariantRequest(tgt.address, tgt[AcceleratorField].value, tgt[PlatformField].value))
     maybe = await Get(MaybeLockfile, LockfileRequest(variant.lockfile))
     return BackendVariant(
         variant=variant,

@@ -62,6 +62,7 @@ class BackendImageRequest:
     annotations: tuple[tuple[str, str], ...]
     interpreter_constraints: InterpreterConstraints
     own_layer_dirs: tuple[str, ...] = ()  # folders that get one layer each (python/: shared by every image)
+    architecture: str = "amd64"  # the config's (model/platforms.py oci_architecture)
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ async def build_backend_image(request: BackendImageRequest) -> BackendImage:
     )
     descriptors = "[" + ",".join(layer.descriptor for layer in layers) + "]"
     inputs = await Get(Digest, MergeDigests([script, await Get(Digest, CreateDigest([FileContent("layers.json", descriptors.encode())]))]))
-    argv = [python.path, SCRIPT, "image", "layers.json", ".", "out", f"--ref-name={request.ref_name}"]
+    argv = [python.path, SCRIPT, "image", "layers.json", ".", "out", f"--ref-name={request.ref_name}", f"--architecture={request.architecture}"]
     argv += [f"--annotation={k}={v}" for k, v in request.annotations]
     result = await Get(
         ProcessResult,

@@ -233,6 +233,7 @@ def write_layout(
     annotations: dict[str, str],
     own_layer_bytes: int = OWN_LAYER_BYTES,
     own_layer_dirs: tuple[str, ...] = (),
+    architecture: str = "amd64",
 ) -> Image:
     """The OCI image layout of `folder` in `out` (created empty)."""
     check_run_sh(folder)
@@ -250,7 +251,7 @@ def check_run_sh(folder: Path) -> None:
         raise ValueError(f"{folder}: no executable run.sh at the folder root; LocalAI refuses such an image")
 
 
-def write_image_files(out: Path, layers: list[Layer], *, ref_name: str, annotations: dict[str, str]) -> Image:
+def write_image_files(out: Path, layers: list[Layer], *, ref_name: str, annotations: dict[str, str], architecture: str = "amd64") -> Image:
     """Config, manifest, oci-layout, index.json and the `docker save` manifest.json of an image
     whose layer blobs are written already (in out/blobs/sha256/, or elsewhere: image.py's steps)."""
     blobs = out / "blobs" / "sha256"
@@ -259,7 +260,7 @@ def write_image_files(out: Path, layers: list[Layer], *, ref_name: str, annotati
         blobs,
         MEDIA_CONFIG,
         {
-            "architecture": "amd64",
+            "architecture": architecture,  # GOARCH spelling: amd64, arm64
             "os": "linux",
             "config": {"Entrypoint": ["/run.sh"], "Labels": dict(sorted(annotations.items()))},
             "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
@@ -344,6 +345,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--annotation", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--own-layer-bytes", type=int, default=OWN_LAYER_BYTES)
     parser.add_argument("--own-layer-dir", action="append", default=[], help="a folder that gets one layer (repeatable)")
+    parser.add_argument("--architecture", default="amd64", help="the config's architecture (amd64, arm64)")
     args = parser.parse_args(argv)
     annotations = dict(a.split("=", 1) for a in args.annotation)
     layout = args.out / "layout"
@@ -356,6 +358,7 @@ def main(argv: list[str]) -> int:
         annotations=annotations,
         own_layer_bytes=args.own_layer_bytes,
         own_layer_dirs=tuple(args.own_layer_dir),
+        architecture=args.architecture,
     )
     write_tarball(layout, args.out / "image.oci.tar")
     (args.out / "image.json").write_text(_summary(image, args.ref_name))
@@ -392,10 +395,13 @@ def image_main(argv: list[str]) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--ref-name", required=True)
     parser.add_argument("--annotation", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--architecture", default="amd64", help="the config's architecture (amd64, arm64)")
     args = parser.parse_args(argv)
     layers = [Layer.from_json(d) for d in json.loads(args.layers.read_text())]
     layout = args.out / "layout"
-    image = write_image_files(layout, layers, ref_name=args.ref_name, annotations=dict(a.split("=", 1) for a in args.annotation))
+    image = write_image_files(
+        layout, layers, ref_name=args.ref_name, annotations=dict(a.split("=", 1) for a in args.annotation), architecture=args.architecture
+    )
     hexes = [layer.blob.digest.split(":")[1] for layer in layers]
     write_tarball(layout, args.out / "image.oci.tar", tuple(args.blobs / f"blob-{h}" / h for h in dict.fromkeys(hexes)))
     (args.out / "image.json").write_text(_summary(image, args.ref_name))

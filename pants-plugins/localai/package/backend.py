@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pants.backend.python.pip_requirement import PipRequirement
 from pants.backend.python.target_types import EntryPoint, PexLayout
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
-from pants.backend.python.util_rules.pex import Pex, PexRequest
+from pants.backend.python.util_rules.pex import CompletePlatforms, Pex, PexRequest
 from pants.backend.python.util_rules.pex_cli import PexCli
 from pants.backend.python.util_rules.pex_requirements import PexRequirements, Resolve
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
-from pants.engine.fs import AddPrefix, CreateDigest, Digest, DigestEntries, MergeDigests, RemovePrefix
+from pants.engine.fs import EMPTY_DIGEST, AddPrefix, CreateDigest, Digest, DigestEntries, MergeDigests, PathGlobs, RemovePrefix, Snapshot
 from pants.engine.platform import Platform
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.unions import UnionRule
@@ -97,10 +97,26 @@ class BackendPex:
     tree: PexTree
 
 
+class CompletePlatformMissingError(LocalAIError):
+    pass
+
+
 @rule(desc="Build a backend PEX", level=LogLevel.DEBUG)
 async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
     variant = request.variant
     path = f"{variant.folder}/{ARTIFACT}"
+    complete_platforms, cross_args = CompletePlatforms(), ()
+    if variant.platform.cross:
+        # Resolved for the platform, never run here: no interpreter of it is needed to build.
+        snapshot = await Get(Snapshot, PathGlobs([variant.platform.complete_platform]))
+        if not snapshot.files:
+            raise CompletePlatformMissingError(
+                f"{variant.address}: {variant.platform.complete_platform} is missing: the {variant.platform.name} "
+                "build resolves for it. Fix: restore it from git (docs/arm64.md says how it was made)."
+            )
+        complete_platforms = CompletePlatforms.from_snapshot(snapshot)
+        # Its shebang cannot name a build-machine interpreter: the target's python3.11 from PATH.
+        cross_args = ("--python-shebang", "/usr/bin/env python3.11")
     pex = await Get(
         Pex,
         PexRequest(
@@ -111,11 +127,12 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
                 request.requirements, from_superset=Resolve(variant.resolve, False), description_of_origin=str(variant.address)
             ),
             interpreter_constraints=request.interpreter_constraints,
+            complete_platforms=complete_platforms,
             sources=request.sources.digest,
             main=EntryPoint.parse(request.sources.entry_point),
             # venv execution mode: the first start unpacks into PEX_ROOT once, later starts reach
             # Health OK as fast as a plain venv (docs/benchmarks.md, cold start).
-            additional_args=("--venv",),
+            additional_args=("--venv", *cross_args),
             description=f"Build {path}",
         ),
     )
@@ -129,7 +146,7 @@ def image_request(
     return BackendImageRequest(
         folder,
         variant.backend,
-        variant.accelerator.name,
+        variant.name,
         variant.entry,
         (
             ("org.opencontainers.image.title", variant.entry),
@@ -139,6 +156,7 @@ def image_request(
             ("io.localai.model.lockfile.sha256", lockfile_sha256),
         ),
         ics,
+        architecture=variant.platform.oci_architecture,
         own_layer_dirs=(PORTABLE_PYTHON_DIR,) if portable.enabled else (),
     )
 
@@ -150,7 +168,12 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
     layered = await Get(LayeredRequirements, RequirementsOfVariant(field_set.address, variant))
     requirements = runtime_requirements(variant, layered, backend_variant.layout)
     ics = InterpreterConstraints([variant.accelerator.python])
-    portable = await Get(PortablePython, PortablePythonRequest(python_version_of(variant.accelerator.python)))
+    # The pinned portable CPython is an x86_64 build: a cross-built folder runs on the host's python3.11.
+    portable = (
+        PortablePython(EMPTY_DIGEST)
+        if variant.platform.cross
+        else await Get(PortablePython, PortablePythonRequest(python_version_of(variant.accelerator.python)))
+    )
     sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
     pex = await Get(BackendPex, BackendPexRequest(variant, requirements, sources, ics))
     wheelhouse = await Get(WheelhouseUrls, WheelhouseUrlsRequest())
@@ -181,7 +204,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
             BuiltPackageArtifact(f"{variant.folder}/{ARTIFACT}/", (f"{pex.tree.size / 1e6:.1f} MB, tree sha256 {pex.tree.sha256}",)),
             *(BuiltPackageArtifact(f"{variant.folder}/{name}") for name in (RUN_SH, BUILD_RECORD, SBOM_NAME, PROVENANCE_NAME)),
             *((BuiltPackageArtifact(f"{variant.folder}/{ENVELOPE_NAME}", ("signed",)),) if envelope.signed else ()),
-            BuiltPackageArtifact(f"{image_dir(variant.backend, variant.accelerator.name)}/", (f"OCI image {image.manifest_digest}",)),
+            BuiltPackageArtifact(f"{image_dir(variant.backend, variant.name)}/", (f"OCI image {image.manifest_digest}",)),
         ),
     )
 

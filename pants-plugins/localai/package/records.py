@@ -35,6 +35,7 @@ def backend_record_json(
         {
             "name": variant.backend,
             "accelerator": variant.accelerator.name,
+            "platform": variant.platform.name,
             "capabilities": list(variant.accelerator.capabilities),
             "version": version,
             "resolve": variant.resolve,

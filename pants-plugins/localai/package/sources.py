@@ -189,7 +189,8 @@ async def _own_backend(request: BackendSourcesRequest, py: SourceFiles, protos: 
     compiled = await Get(
         CompiledProto,
         VariantStubsRequest(
-            str(variant.address), variant.resolve, variant.resolve, request.resolve_ics, protos.snapshot.digest, protos.snapshot.files
+            # tool_resolve: a cross-built variant's own grpcio-tools cannot run here.
+            str(variant.address), variant.resolve, variant.tool_resolve, request.resolve_ics, protos.snapshot.digest, protos.snapshot.files
         ),
     )
     own_prefix = variant.directory + "/"
