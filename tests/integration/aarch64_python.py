@@ -76,3 +76,17 @@ def python_argv() -> list[str]:
     """argv prefix running the aarch64 python3.11 under qemu (append the script and its arguments)."""
     root = sysroot()
     return [qemu(), "-L", str(root), str(root / PYTHON)]
+
+
+def python_on_path(directory: Path) -> Path:
+    """Writes ``directory``/python3.11, the aarch64 interpreter under qemu, and returns
+    ``directory`` to put first on PATH: a cross-built PEX's shebang (`/usr/bin/env python3.11`)
+    then finds it. qemu's -0 keeps argv[0], so sys.executable is this wrapper and pex's venv
+    re-exec goes through qemu again."""
+    root = sysroot()
+    directory.mkdir(parents=True, exist_ok=True)
+    wrapper = directory / "python3.11"
+    wrapper.write_text(f'#!/bin/sh\nexec "{qemu()}" -0 "$0" -L "{root}" "{root / PYTHON}" "$@"\n')
+    wrapper.chmod(0o755)
+    return directory
+
