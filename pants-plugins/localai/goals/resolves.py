@@ -25,8 +25,8 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.lint.stale import generated_file_result
 from localai.model.accelerators import AcceleratorMatrix
-from localai.model.variant import Variant, is_backend_variant
 from localai.model.platforms import platform_named
+from localai.model.variant import Variant, is_backend_variant
 from localai.target_types import AcceleratorField, PlatformField
 
 PANTS_TOML = "pants.toml"

@@ -18,12 +18,13 @@ from localai.lint.audit import (
     artifact_report,
     project_of_wheel,
     version_of_wheel,
+    wrong_platform_wheels,
 )
 from localai.lint.elf_scan import NotAnElf, machine_of, needed_libraries, scan_archive
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.artifact import BackendVariantFieldSet
 from localai.model.lockfile import Lockfile
-from localai.testutil import backend_files, make_rule_runner, pex_cli_options, repo_file, resolve_options
+from localai.testutil import backend_files, fake_lockfile, make_rule_runner, pex_cli_options, repo_file, resolve_options
 
 
 def lockfile(*projects: str) -> str:
@@ -266,3 +267,38 @@ def test_arm64_artifact_with_an_x86_64_engine_library_names_the_backends_own_fil
     assert failed
     (line,) = art.wrong_machine
     assert line.startswith("the backend's own files: localai_backend/engines/demo/avx2/libdemo.so is an x86_64 ELF")
+
+
+TORCH_AARCH64 = "https://files.example/torch-2.9.1-cp311-cp311-manylinux_2_28_aarch64.whl"
+TORCH_X86_64 = "https://files.example/torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+PURE = "https://files.example/six-1.17.0-py2.py3-none-any.whl"
+
+
+def test_a_platform_lockfile_with_a_wheel_for_another_machine_is_named_with_the_fix() -> None:
+    lock = Lockfile.of(
+        "lockfiles/demo-cpu-arm64.lock",
+        fake_lockfile({"torch": ("2.9.1", [(TORCH_X86_64, "a" * 64)]), "six": ("1.17.0", [(PURE, "b" * 64)])}).encode(),
+    )
+    (line,) = wrong_platform_wheels(lock, "aarch64")
+    assert "torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl" in line and "lockfile for aarch64" in line
+    assert "./pants localai-platform-lockfiles" in line
+    ok = Lockfile.of("x.lock", fake_lockfile({"torch": ("2.9.1", [(TORCH_AARCH64, "a" * 64)]), "six": ("1.17.0", [(PURE, "b" * 64)])}).encode())
+    assert wrong_platform_wheels(ok, "aarch64") == ()
+    assert wrong_platform_wheels(ok, "x86_64") != ()
+
+
+def test_arm64_variant_whose_lockfile_holds_x86_64_wheels_fails_the_audit() -> None:
+    files = backend_files("demo", {"cpu": ""})
+    files["backends/demo/BUILD"] = 'localai_backend(accelerators=["cpu"], arm64=["cpu"])\n'
+    files["backends/demo/requirements-cpu-arm64.txt"] = ""
+    files["lockfiles/demo-cpu-arm64.lock"] = fake_lockfile({"torch": ("2.9.1", [(TORCH_X86_64, "a" * 64)])})
+    rule_runner = make_rule_runner(QueryRule(LintResult, [AuditRequest.Batch]))
+    rule_runner.write_files(files)
+    rule_runner.set_options(
+        [*resolve_options("demo", ["cpu-arm64"], matrix_pip={"cpu-arm64": "3rdparty/accelerators/cpu.txt"}),
+         "--localai-audit-package-accelerators=[]"]
+    )
+    tgt = rule_runner.get_target(Address("backends/demo", target_name="cpu-arm64"))
+    result = rule_runner.request(LintResult, [AuditRequest.Batch("localai-audit", (BackendVariantFieldSet.create(tgt),), None)])
+    assert result.exit_code == 1
+    assert "backends/demo:cpu-arm64: lockfiles/demo-cpu-arm64.lock: locks torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl" in result.stdout

@@ -32,8 +32,8 @@ from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
 from localai.model.accelerators import AcceleratorMatrix
-from localai.model.variant import Variant
 from localai.model.platforms import platform_named
+from localai.model.variant import Variant
 from localai.target_types import LOCALAI_LAYOUT, AcceleratorField, LayoutField, LocalAIRequirementsGenerator, PlatformField
 
 

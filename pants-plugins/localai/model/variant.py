@@ -75,6 +75,14 @@ class Variant:
         return self.accelerator.name + self.platform.suffix
 
     @property
+    def platforms(self) -> tuple[str, ...]:
+        """Where its artifacts run: a cross-built variant's platform, else the accelerator's
+        platforms that are not cross-built (those have variants of their own)."""
+        if self.platform.cross:
+            return (self.platform.name,)
+        return tuple(p for p in self.accelerator.platforms if not (p in PLATFORMS and PLATFORMS[p].cross))
+
+    @property
     def resolve(self) -> str:
         return resolve_name(self.backend, self.name)
 
