@@ -12,8 +12,9 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
     libraries:          localai_sources targets outside backends/ (e.g. an engine's ctypes
                         binding) carried into every variant's PEX
     accelerators:       names from 3rdparty/accelerators.toml
-    size_budget_mb:     {accelerator: MB} budget overrides for the artifact audit
-    not_lockable_here:  {accelerator: reason} for variants whose lockfile must be made elsewhere
+    size_budget_mb:     {variant: MB} budget overrides for the artifact audit (variant: an
+                        accelerator, or "<accelerator>-arm64")
+    not_lockable_here:  {variant: reason} for variants whose lockfile must be made elsewhere
     tags:               tags of every variant (e.g. ["by-hand"]: left out of `::`, see pants.toml)
     arm64:              accelerators that also get a linux/arm64 variant, cross-built here:
                         `:<accel>-arm64` (platform linux_aarch64, model/platforms.py), reading
@@ -26,11 +27,12 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
         )
     size_budget_mb = size_budget_mb or {}
     not_lockable_here = not_lockable_here or {}
+    variants = [*accelerators, *(f"{accel}-arm64" for accel in arm64)]
     for key in list(size_budget_mb) + list(not_lockable_here):
-        if key not in accelerators:
+        if key not in variants:
             raise ValueError(
-                f"{build_file_dir()}/BUILD: '{key}' is given a budget or a note but is not in "
-                f"accelerators={list(accelerators)}"
+                f"{build_file_dir()}/BUILD: '{key}' is given a budget or a note but is not a variant: "
+                f"accelerators={list(accelerators)}, arm64={list(arm64)} ('<accelerator>-arm64')"
             )
     for accel in arm64:
         if accel not in accelerators:
@@ -62,8 +64,8 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             accelerator=accel,
             platform="linux_aarch64",
             dependencies=[":src", f":requirements-{name}"],
-            size_budget_mb=size_budget_mb.get(accel),
-            not_lockable_here=not_lockable_here.get(accel),
+            size_budget_mb=size_budget_mb.get(name),
+            not_lockable_here=not_lockable_here.get(name),
             version=version,
             tags=tags,
         )

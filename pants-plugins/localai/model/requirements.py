@@ -106,12 +106,13 @@ async def read_layered_requirements(request: LayeredRequirementsRequest) -> Laye
     found = {fc.path: fc.content.decode() for fc in contents}
     missing = [p for p in paths if p not in found]
     if missing:
-        overlay = f" and requirements-{request.accelerator}{request.platform_suffix}.txt (its platform's)" if request.platform_suffix else ""
+        overlay = f", then requirements-{request.accelerator}{request.platform_suffix}.txt (its platform's)" if request.platform_suffix else ""
+        declared = "arm64" if request.platform_suffix else "accelerators"
         raise RequirementsFileError(
             f"{request.owner}: missing {', '.join(missing)}. A backend variant reads "
             f"requirements.txt (shared pins), requirements-{request.accelerator}.txt "
             f"(this accelerator's pins; it may hold only a comment){overlay}. Create the file, or remove "
-            f"the variant from {request.directory}/BUILD."
+            f"'{request.accelerator}' from {declared}=[...] in {request.directory}/BUILD."
         )
     try:
         reqs = layer([(p, found[p]) for p in paths])
