@@ -88,8 +88,9 @@ class Variant:
 
     @property
     def tool_resolve(self) -> str:
-        """The resolve of the same backend and accelerator on the build machine's platform: the
-        build tools a cross build runs here (grpcio-tools) come from it."""
+        """The resolve of the same backend and accelerator on the build machine's platform: a
+        cross build's grpcio-tools, which runs here, comes from it when it is locked
+        (package/sources.py stubs_tool_resolve)."""
         return resolve_name(self.backend, self.accelerator.name)
 
     @property

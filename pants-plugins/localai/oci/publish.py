@@ -20,7 +20,8 @@ from localai.model.variant import backend_name, entry_name
 from localai.oci.image import LAYOUT_DIR, image_dir
 from localai.oci.options import OciSubsystem
 from localai.scripts import script_file
-from localai.target_types import AcceleratorField, NotLockableHereField
+from localai.model.platforms import PLATFORMS
+from localai.target_types import AcceleratorField, NotLockableHereField, PlatformField
 
 PUSH_SCRIPT = "push.py"  # oci/push.py, run as a process
 CREDENTIAL_ENV = ("LOCALAI_REGISTRY_USER", "LOCALAI_REGISTRY_PASSWORD", "LOCALAI_REGISTRY_TOKEN")
@@ -36,22 +37,24 @@ class PublishImageFieldSet(PublishFieldSet):
     required_fields = (AcceleratorField, NotLockableHereField)
 
     accelerator: AcceleratorField
+    platform: PlatformField
 
     def get_output_data(self) -> PublishOutputData:
         return PublishOutputData({"publisher": "localai-oci", **super().get_output_data()})
 
 
-def entry_of(address_path: str, accelerator: str) -> tuple[str, str]:
-    """(backend, entry name) of backends/<name>:<accel>, named as packaging names its image."""
+def entry_of(address_path: str, variant_name: str) -> tuple[str, str]:
+    """(backend, entry name) of backends/<name>:<variant> (cpu, cpu-arm64), named as packaging names its image."""
     backend = backend_name(address_path.rstrip("/"))
-    return backend, entry_name(backend, accelerator)
+    return backend, entry_name(backend, variant_name)
 
 
 @rule(desc="Publish a backend image")
 async def publish_backend_image(request: PublishImageRequest, oci: OciSubsystem) -> PublishProcesses:
     fs = request.field_set
-    backend, entry = entry_of(fs.address.spec_path, fs.accelerator.value)
-    layout = f"{image_dir(backend, fs.accelerator.value)}/{LAYOUT_DIR}"
+    name = fs.accelerator.value + PLATFORMS[fs.platform.value].suffix  # as model/variant.py's Variant.name
+    backend, entry = entry_of(fs.address.spec_path, name)
+    layout = f"{image_dir(backend, name)}/{LAYOUT_DIR}"
     if not oci.registry:
         return PublishProcesses(
             [PublishPackages(names=(entry,), description="(no registry: set [localai-oci].registry or --localai-oci-registry)")]

@@ -56,7 +56,7 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.model.lockfile import LockfileRequest, MaybeLockfile
 from localai.model.records import BUILD_RECORD
-from localai.model.variant import Variant
+from localai.model.variant import Variant, lockfile_path
 from localai.native.model_conversion import ConvertedModelFieldSet
 from localai.native.options import NativeSubsystem, kept_engines
 from localai.native.rules import NATIVE_TOOLCHAIN_LOCK, NativeEngineFieldSet
@@ -184,13 +184,22 @@ async def _localai_folder(request: BackendSourcesRequest, py: SourceFiles, proto
     return parts
 
 
+async def stubs_tool_resolve(variant: Variant) -> str:
+    """The resolve whose grpcio-tools compiles a variant's stubs: its own; for a cross-built one
+    (whose grpcio-tools cannot run here) its build-machine sibling's, else the `grpc-stubs` tool's."""
+    if not variant.platform.cross:
+        return variant.resolve
+    sibling = await Get(MaybeLockfile, LockfileRequest(lockfile_path(variant.tool_resolve)))
+    return variant.tool_resolve if sibling.lockfile else STUBS_RESOLVE
+
+
 async def _own_backend(request: BackendSourcesRequest, py: SourceFiles, protos: SourceFiles) -> list[Digest]:
     variant = request.variant
+    tool_resolve = await stubs_tool_resolve(variant)
     compiled = await Get(
         CompiledProto,
         VariantStubsRequest(
-            # tool_resolve: a cross-built variant's own grpcio-tools cannot run here.
-            str(variant.address), variant.resolve, variant.tool_resolve, request.resolve_ics, protos.snapshot.digest, protos.snapshot.files
+            str(variant.address), variant.resolve, tool_resolve, request.resolve_ics, protos.snapshot.digest, protos.snapshot.files
         ),
     )
     own_prefix = variant.directory + "/"
