@@ -16,11 +16,11 @@ from pants.engine.fs import CreateDigest, Digest, MergeDigests
 from pants.engine.process import InteractiveProcess
 from pants.engine.rules import Get, collect_rules, rule
 
+from localai.model.platforms import PLATFORMS
 from localai.model.variant import backend_name, entry_name
 from localai.oci.image import LAYOUT_DIR, image_dir
 from localai.oci.options import OciSubsystem
 from localai.scripts import script_file
-from localai.model.platforms import PLATFORMS
 from localai.target_types import AcceleratorField, NotLockableHereField, PlatformField
 
 PUSH_SCRIPT = "push.py"  # oci/push.py, run as a process
