@@ -18,7 +18,8 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
     tags:               tags of every variant (e.g. ["by-hand"]: left out of `::`, see pants.toml)
     arm64:              accelerators that also get a linux/arm64 variant, cross-built here:
                         `:<accel>-arm64` (platform linux_aarch64, model/platforms.py), reading
-                        requirements-<accel>-arm64.txt over the accelerator's files
+                        requirements-<accel>-arm64.txt over the accelerator's files, and
+                        `:<accel>-index`, the OCI image index of both platforms' images
     """
     if not accelerators or isinstance(accelerators, str):
         raise ValueError(
@@ -69,6 +70,8 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             version=version,
             tags=tags,
         )
+        # One OCI image index over both platforms' images (oci/index.py).
+        localai_image_index(name=f"{accel}-index", variants=[f":{accel}", f":{name}"], tags=tags)
 
 
 def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=None, cpptests_level="avx2",

@@ -8,13 +8,13 @@ from localai import target_types as localai_target_types
 from localai.goals import bundle, ci_matrix, claims, export, gallery, platform_lockfiles, resolves, status, verify
 from localai.lint import audit, zizmor
 from localai.model import accelerators, lockfile, requirements, variant, wheelhouse
-from localai.oci import image, publish
+from localai.oci import image, index, publish
 from localai.package import backend, portable_python, proto, signing, source_checkout, sources
 from localai.upstream import git_pins, importer, layout, proto_diff
 
 
 def target_types():
-    return (*localai_target_types.target_types(), status.StatusDocTarget, *resolves.target_types(), *export.target_types())
+    return (*localai_target_types.target_types(), index.LocalAIImageIndexTarget, status.StatusDocTarget, *resolves.target_types(), *export.target_types())
 
 
 def rules():
@@ -27,6 +27,7 @@ def rules():
         *proto.rules(),
         *backend.rules(),
         *image.rules(),
+        *index.rules(),
         *publish.rules(),
         *audit.rules(),
         *zizmor.rules(),

@@ -19,6 +19,7 @@ from pants.engine.rules import Get, collect_rules, rule
 from localai.model.platforms import PLATFORMS
 from localai.model.variant import backend_name, entry_name
 from localai.oci.image import LAYOUT_DIR, image_dir
+from localai.oci.index import INDEX_SUFFIX, ImageIndexPaths, ImageIndexVariantsField
 from localai.oci.options import OciSubsystem
 from localai.scripts import script_file
 from localai.target_types import AcceleratorField, NotLockableHereField, PlatformField
@@ -49,12 +50,8 @@ def entry_of(address_path: str, variant_name: str) -> tuple[str, str]:
     return backend, entry_name(backend, variant_name)
 
 
-@rule(desc="Publish a backend image")
-async def publish_backend_image(request: PublishImageRequest, oci: OciSubsystem) -> PublishProcesses:
-    fs = request.field_set
-    name = fs.accelerator.value + PLATFORMS[fs.platform.value].suffix  # as model/variant.py's Variant.name
-    backend, entry = entry_of(fs.address.spec_path, name)
-    layout = f"{image_dir(backend, name)}/{LAYOUT_DIR}"
+async def push_processes(oci: OciSubsystem, entry: str, layout: str, packages) -> PublishProcesses:
+    """push.py of one OCI layout (an image or an image index) to [localai-oci], by digest."""
     if not oci.registry:
         return PublishProcesses(
             [PublishPackages(names=(entry,), description="(no registry: set [localai-oci].registry or --localai-oci-registry)")]
@@ -62,7 +59,7 @@ async def publish_backend_image(request: PublishImageRequest, oci: OciSubsystem)
     python, env, script = await Get(PythonExecutable, InterpreterConstraints, InterpreterConstraints(["CPython>=3.9,<4"])), await Get(
         EnvironmentVars, EnvironmentVarsRequest(CREDENTIAL_ENV)
     ), await Get(Digest, CreateDigest([script_file("localai.oci", PUSH_SCRIPT)]))
-    digest = await Get(Digest, MergeDigests([script, *(p.digest for p in request.packages)]))
+    digest = await Get(Digest, MergeDigests([script, *(p.digest for p in packages)]))
     argv = [python.path, PUSH_SCRIPT, layout, oci.registry, oci.repository.strip("/")]
     if oci.tag_prefix:
         argv += ["--tag", f"{oci.tag_prefix}{entry}"]
@@ -79,5 +76,35 @@ async def publish_backend_image(request: PublishImageRequest, oci: OciSubsystem)
     )
 
 
+@rule(desc="Publish a backend image")
+async def publish_backend_image(request: PublishImageRequest, oci: OciSubsystem) -> PublishProcesses:
+    fs = request.field_set
+    name = fs.accelerator.value + PLATFORMS[fs.platform.value].suffix  # as model/variant.py's Variant.name
+    backend, entry = entry_of(fs.address.spec_path, name)
+    return await push_processes(oci, entry, f"{image_dir(backend, name)}/{LAYOUT_DIR}", request.packages)
+
+
+class PublishImageIndexRequest(PublishRequest):
+    pass
+
+
+@dataclass(frozen=True)
+class PublishImageIndexFieldSet(PublishFieldSet):
+    publish_request_type = PublishImageIndexRequest
+    required_fields = (ImageIndexVariantsField,)
+
+    variants: ImageIndexVariantsField
+
+    def get_output_data(self) -> PublishOutputData:
+        return PublishOutputData({"publisher": "localai-oci", **super().get_output_data()})
+
+
+@rule(desc="Publish a backend image index")
+async def publish_image_index(request: PublishImageIndexRequest, oci: OciSubsystem) -> PublishProcesses:
+    fs = request.field_set
+    paths = ImageIndexPaths(backend_name(fs.address.spec_path), fs.address.target_name.removesuffix(INDEX_SUFFIX))
+    return await push_processes(oci, paths.ref_name, f"{paths.directory}/{LAYOUT_DIR}", request.packages)
+
+
 def rules():
-    return (*collect_rules(), *PublishImageFieldSet.rules())
+    return (*collect_rules(), *PublishImageFieldSet.rules(), *PublishImageIndexFieldSet.rules())

@@ -167,3 +167,35 @@ def test_registry_errors_fail_the_push_naming_the_target_repository(layout: Path
     err = capsys.readouterr().err
     assert f"push of {layout} to r:5000/team/backends failed: PUT blob sha256:" in err and "403" in err
     assert FakeRegistry.instances[0].manifests == []  # nothing named a manifest that lacks blobs
+
+
+def test_an_image_index_pushes_each_image_by_digest_then_the_index_then_tags(tmp_path: Path, monkeypatch) -> None:
+    from localai.oci.index import index_document
+
+    manifests, out = [], tmp_path / "index-layout"
+    (out / "blobs/sha256").mkdir(parents=True)
+    for arch in ("arm64", "amd64"):
+        folder = tmp_path / arch
+        folder.mkdir()
+        (folder / "run.sh").write_text(f"#!/bin/sh\n# {arch}\n")
+        (folder / "run.sh").chmod(0o755)
+        image = write_layout(folder, tmp_path / f"layout-{arch}", ref_name="cpu-x", annotations={}, architecture=arch)
+        for blob in (tmp_path / f"layout-{arch}/blobs/sha256").iterdir():
+            (out / "blobs/sha256" / blob.name).write_bytes(blob.read_bytes())
+        manifests.append((image.manifest.digest, image.manifest.size, "linux", arch))
+    index = index_document(manifests)
+    digest = "sha256:" + hashlib.sha256(index).hexdigest()
+    (out / "blobs/sha256" / digest.split(":")[1]).write_bytes(index)
+    media_index = "application/vnd.oci.image.index.v1+json"
+    (out / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [{"mediaType": media_index, "digest": digest, "size": len(index)}]}))
+    FakeRegistry.instances, FakeRegistry.preexisting = [], set()
+    monkeypatch.setattr(oci_push, "Registry", FakeRegistry)
+
+    result = oci_push.push(out, "r", "repo", ["latest-cpu-x"], plain_http=True)
+    (registry,) = FakeRegistry.instances
+    by_arch = {arch: d for d, _, _, arch in manifests}
+    # index_document orders by architecture; each image before the index that names it.
+    assert [ref for ref, _, _ in registry.manifests] == [by_arch["amd64"], by_arch["arm64"], digest, "latest-cpu-x"]
+    assert [mt for _, _, mt in registry.manifests][2:] == [media_index, media_index]
+    assert json.loads(index)["manifests"][1]["platform"] == {"architecture": "arm64", "os": "linux"}
+    assert result["reference"] == f"r/repo@{digest}"

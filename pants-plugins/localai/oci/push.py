@@ -5,7 +5,8 @@
 Blobs the registry already has (HEAD 200) are not uploaded again: a layer shared with an image
 pushed before costs one HEAD request. Each blob is uploaded with POST + a monolithic PUT
 (`?digest=`), then the manifest is PUT by its digest (so what the registry stores is
-exactly the bytes the build made), then under each tag. Prints one JSON line:
+exactly the bytes the build made), then under each tag. An image index (oci/index.py) is pushed
+as each image it names, by digest, then the index. Prints one JSON line:
 {"reference": "<registry>/<repo>@sha256:...", "uploaded_bytes": N, "skipped_bytes": M, ...}.
 
 Credentials, if the registry asks (401): LOCALAI_REGISTRY_USER / LOCALAI_REGISTRY_PASSWORD
@@ -25,10 +26,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-MANIFEST_TYPES = (
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.oci.image.index.v1+json",
-)
+MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
+
 
 
 class PushError(RuntimeError):
@@ -119,15 +118,16 @@ class Registry:
         self.request("PUT", f"/v2/{self.repository}/manifests/{reference}", data=body, headers={"Content-Type": media_type})
 
 
-def push(layout: Path, host: str, repository: str, tags: list[str], plain_http: bool) -> dict:
-    index = json.loads((layout / "index.json").read_text())
-    desc = index["manifests"][0]
-    digest, media_type = desc["digest"], desc["mediaType"]
+def _blob(layout: Path, digest: str) -> bytes:
     body = (layout / "blobs/sha256" / digest.split(":")[1]).read_bytes()
     if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
         raise PushError(f"{layout}: the manifest blob does not match {digest}; rebuild with ./pants package")
+    return body
+
+
+def _push_image(registry: Registry, layout: Path, digest: str, body: bytes, media_type: str) -> tuple[int, int]:
+    """The manifest's blobs (those the registry lacks), then the manifest by digest: (uploaded, skipped) bytes."""
     manifest = json.loads(body)
-    registry = Registry(host, repository, plain_http)
     uploaded = skipped = 0
     for blob in [manifest["config"], *manifest["layers"]]:
         path = layout / "blobs/sha256" / blob["digest"].split(":")[1]
@@ -137,6 +137,25 @@ def push(layout: Path, host: str, repository: str, tags: list[str], plain_http: 
             registry.upload_blob(path, blob["digest"])
             uploaded += blob["size"]
     registry.put_manifest(digest, body, media_type)
+    return uploaded, skipped
+
+
+def push(layout: Path, host: str, repository: str, tags: list[str], plain_http: bool) -> dict:
+    """The layout's one image, or its one image index: each image it names by digest, then the index."""
+    index = json.loads((layout / "index.json").read_text())
+    desc = index["manifests"][0]
+    digest, media_type = desc["digest"], desc["mediaType"]
+    body = _blob(layout, digest)
+    is_index = media_type == MEDIA_INDEX
+    images = [(m["digest"], m["mediaType"]) for m in json.loads(body)["manifests"]] if is_index else [(digest, media_type)]
+    bodies = {d: _blob(layout, d) for d, _ in images}  # every manifest checked before anything is pushed
+    registry = Registry(host, repository, plain_http)
+    uploaded = skipped = 0
+    for d, mt in images:
+        up, skip = _push_image(registry, layout, d, bodies[d], mt)
+        uploaded, skipped = uploaded + up, skipped + skip
+    if is_index:
+        registry.put_manifest(digest, body, media_type)
     for tag in tags:
         registry.put_manifest(tag, body, media_type)
     return {
