@@ -10,7 +10,7 @@ Output, under dist/backends/<name>/<accel>/ (the folder LocalAI loads):
   run.sh                   what LocalAI executes; passes its arguments to the PEX
   python/                  the portable CPython run.sh starts the PEX with, when
                            [localai-portable-python].archive is set (portable_python.py)
-  build-record.json        name, accelerator, capabilities, version, lockfile and artifact sha256
+  build-record.json        name, accelerator, platform, capabilities, version, lockfile and artifact sha256
                            (not metadata.json: LocalAI writes its own file of that name into
                            every installed backend folder)
   sbom.cdx.json            CycloneDX SBOM from the lockfile (sbom.py, records.py)

@@ -140,6 +140,7 @@ def test_build_record_names_variant_lockfile_and_artifact(built) -> None:
     assert record == {
         "name": "tiny",
         "accelerator": "cpu",
+        "platform": "linux_x86_64",
         "capabilities": ["default", "cpu"],
         "version": "1.2.3",
         "resolve": "tiny-cpu",
