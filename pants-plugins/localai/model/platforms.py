@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from localai.errors import LocalAIError
 
-class UnknownPlatformError(ValueError):
+
+class UnknownPlatformError(LocalAIError):
     pass
 
 

@@ -6,6 +6,7 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule
 
 from localai.model.variant import Variant, VariantRequest
+from localai.target_types import PlatformField
 from localai.testutil import backend_files, make_rule_runner, resolve_options
 
 
@@ -62,7 +63,7 @@ def test_arm64_variant_names_carry_the_platform_suffix() -> None:
     rule_runner.write_files(_arm64_backend("demo", ["cpu"]))
     rule_runner.set_options(resolve_options("demo", ["cpu", "cpu-arm64"], matrix_pip={"cpu-arm64": "3rdparty/accelerators/cpu.txt"}))
     tgt = rule_runner.get_target(Address("backends/demo", target_name="cpu-arm64"))
-    assert tgt["platform"].value == "linux_aarch64"
+    assert tgt[PlatformField].value == "linux_aarch64"
     v = rule_runner.request(Variant, [VariantRequest(tgt.address, "cpu", "linux_aarch64")])
     assert (v.name, v.resolve, v.lockfile, v.folder, v.entry) == (
         "cpu-arm64", "demo-cpu-arm64", "lockfiles/demo-cpu-arm64.lock", "backends/demo/cpu-arm64", "cpu-arm64-demo"
