@@ -57,6 +57,11 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             version=version,
             tags=tags,
         )
+    # By hand, out of `::` (so out of CI): pex 2.1.137 downloads a cross lock's artifacts with the
+    # interpreter running pex (Pants' CPython 3.9) and refuses every wheel requiring Python >= 3.10
+    # ("requires a different Python"), unless its download cache already holds them (as it does
+    # right after `./pants localai-platform-lockfiles`). docs/arm64.md.
+    arm64_tags = [*(tags or []), "by-hand"]
     for accel in arm64:
         name = f"{accel}-arm64"  # the suffix of linux_aarch64 in model/platforms.py
         localai_requirements(name=f"requirements-{name}", accelerator=accel, platform="linux_aarch64")
@@ -68,10 +73,10 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             size_budget_mb=size_budget_mb.get(name),
             not_lockable_here=not_lockable_here.get(name),
             version=version,
-            tags=tags,
+            tags=arm64_tags,
         )
         # One OCI image index over both platforms' images (oci/index.py).
-        localai_image_index(name=f"{accel}-index", variants=[f":{accel}", f":{name}"], tags=tags)
+        localai_image_index(name=f"{accel}-index", variants=[f":{accel}", f":{name}"], tags=arm64_tags)
 
 
 def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=None, cpptests_level="avx2",
