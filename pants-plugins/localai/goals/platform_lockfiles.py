@@ -20,7 +20,7 @@ from pants.backend.python.util_rules.interpreter_constraints import InterpreterC
 from pants.backend.python.util_rules.lockfile_metadata import PythonLockfileMetadata
 from pants.backend.python.util_rules.pex_cli import PexCliProcess
 from pants.engine.console import Console
-from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, MergeDigests, PathGlobs, Snapshot, Workspace
+from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, MergeDigests, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import ProcessCacheScope, ProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
@@ -30,6 +30,7 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import AllBackendVariants, BackendVariant
+from localai.package.backend import complete_platforms_of
 
 GOAL = "./pants localai-platform-lockfiles"
 
@@ -74,9 +75,7 @@ class PlatformLockfile:
 @rule(desc="Lock a resolve for its platform", level=LogLevel.DEBUG)
 async def lock_for_platform(request: PlatformLockfileRequest, python_setup: PythonSetup) -> PlatformLockfile:
     variant = request.variant.variant
-    platform_file = await Get(Snapshot, PathGlobs([variant.platform.complete_platform]))
-    if not platform_file.files:
-        raise PlatformLockfileError(f"{variant.address}: {variant.platform.complete_platform} is missing (model/platforms.py names it)")
+    complete_platforms = await complete_platforms_of(variant)
     layered = await Get(LayeredRequirements, RequirementsOfVariant(variant.address, variant))
     pip = await _setup_pip_args_and_constraints_file(variant.resolve)
     ics = InterpreterConstraints([variant.accelerator.python])
@@ -88,8 +87,7 @@ async def lock_for_platform(request: PlatformLockfileRequest, python_setup: Pyth
                 "--output=lock.json",
                 "--no-emit-warnings",
                 "--style=strict",
-                "--complete-platform",
-                variant.platform.complete_platform,
+                *complete_platforms.generate_pex_arg_list(),
                 "--pip-version",
                 python_setup.pip_version.value,
                 "--resolver-version",
@@ -98,7 +96,7 @@ async def lock_for_platform(request: PlatformLockfileRequest, python_setup: Pyth
                 *pip.args,
                 *layered.requirements,
             ),
-            additional_input_digest=await Get(Digest, MergeDigests([pip.digest, platform_file.digest])),
+            additional_input_digest=await Get(Digest, MergeDigests([pip.digest, complete_platforms.digest])),
             output_files=("lock.json",),
             description=f"Lock {variant.resolve} for {variant.platform.name}",
             cache_scope=ProcessCacheScope.PER_SESSION,  # as Pants' generate-lockfiles: today's index

@@ -25,9 +25,7 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.lint.stale import generated_file_result
 from localai.model.accelerators import AcceleratorMatrix
-from localai.model.platforms import platform_named
 from localai.model.variant import Variant, is_backend_variant
-from localai.target_types import AcceleratorField, PlatformField
 
 PANTS_TOML = "pants.toml"
 RESOLVES = "[python.resolves]"
@@ -97,9 +95,7 @@ async def declared_resolves(all_targets: AllUnexpandedTargets, matrix: Accelerat
     entries = []
     for t in all_targets:
         if is_backend_variant(t):
-            context = f"{t.address.spec_path}/BUILD ({t.address})"
-            accel = matrix.get(t[AcceleratorField].value, context=context)
-            entries.append(ResolveEntry.of(Variant.of(t.address, accel, platform_named(t[PlatformField].value, context=context))))
+            entries.append(ResolveEntry.of(Variant.of_target(t, matrix)))
     return DeclaredResolves(tuple(sorted(entries, key=lambda e: e.resolve)))
 
 

@@ -32,7 +32,6 @@ from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
 from localai.model.accelerators import AcceleratorMatrix
-from localai.model.platforms import platform_named
 from localai.model.variant import Variant
 from localai.target_types import LOCALAI_LAYOUT, AcceleratorField, LayoutField, LocalAIRequirementsGenerator, PlatformField
 
@@ -140,10 +139,7 @@ async def generate_localai_requirements(
     generator = request.generator
     # The naming only, not pants.toml's check: `./pants localai-resolves` must be able to list
     # the variants whose entries pants.toml lacks (packaging checks them).
-    matrix = await Get(AcceleratorMatrix)
-    context = f"{generator.address.spec_path}/BUILD ({generator.address})"
-    accel = matrix.get(generator[AcceleratorField].value, context=context)
-    variant = Variant.of(generator.address, accel, platform_named(generator[PlatformField].value, context=context))
+    variant = Variant.of_target(generator, await Get(AcceleratorMatrix))
     layered = await Get(LayeredRequirements, LayeredRequirementsRequest, requirements_request(generator, variant))
     # As Pants' python_requirements does: each requirement depends on the files it was read from
     # (one helper target per file) and on the resolve's lockfile target, so both are inputs Pants

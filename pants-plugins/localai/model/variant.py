@@ -69,10 +69,16 @@ class Variant:
     def directory(self) -> str:
         return self.address.spec_path
 
+    @classmethod
+    def of_target(cls, tgt: Target, matrix: AcceleratorMatrix) -> "Variant":
+        """The naming of a variant or requirements target, from its accelerator and platform fields."""
+        context = f"{tgt.address.spec_path}/BUILD ({tgt.address})"
+        accel = matrix.get(tgt[AcceleratorField].value, context=context)
+        return cls.of(tgt.address, accel, platform_named(tgt[PlatformField].value, context=context))
+
     @property
     def name(self) -> str:
-        """The accelerator, then the platform's suffix: cpu, cuda13, cpu-arm64."""
-        return self.accelerator.name + self.platform.suffix
+        return variant_name(self.accelerator.name, self.platform)
 
     @property
     def platforms(self) -> tuple[str, ...]:
@@ -104,6 +110,11 @@ class Variant:
     @property
     def lockfile(self) -> str:
         return lockfile_path(self.resolve)
+
+
+def variant_name(accelerator: str, platform: TargetPlatform) -> str:
+    """The accelerator, then the platform's suffix: cpu, cuda13, cpu-arm64."""
+    return accelerator + platform.suffix
 
 
 def folder_path(backend: str, accelerator: str) -> str:

@@ -17,7 +17,7 @@ from pants.engine.process import InteractiveProcess
 from pants.engine.rules import Get, collect_rules, rule
 
 from localai.model.platforms import PLATFORMS
-from localai.model.variant import backend_name, entry_name
+from localai.model.variant import backend_name, entry_name, variant_name
 from localai.oci.image import LAYOUT_DIR, image_dir
 from localai.oci.index import INDEX_SUFFIX, ImageIndexPaths, ImageIndexVariantsField
 from localai.oci.options import OciSubsystem
@@ -79,7 +79,7 @@ async def push_processes(oci: OciSubsystem, entry: str, layout: str, packages) -
 @rule(desc="Publish a backend image")
 async def publish_backend_image(request: PublishImageRequest, oci: OciSubsystem) -> PublishProcesses:
     fs = request.field_set
-    name = fs.accelerator.value + PLATFORMS[fs.platform.value].suffix  # as model/variant.py's Variant.name
+    name = variant_name(fs.accelerator.value, PLATFORMS[fs.platform.value])
     backend, entry = entry_of(fs.address.spec_path, name)
     return await push_processes(oci, entry, f"{image_dir(backend, name)}/{LAYOUT_DIR}", request.packages)
 

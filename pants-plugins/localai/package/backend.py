@@ -101,6 +101,17 @@ class CompletePlatformMissingError(LocalAIError):
     pass
 
 
+async def complete_platforms_of(variant: Variant) -> CompletePlatforms:
+    """The pex complete platform a cross-built variant is locked and built for (its file and digest)."""
+    snapshot = await Get(Snapshot, PathGlobs([variant.platform.complete_platform]))
+    if not snapshot.files:
+        raise CompletePlatformMissingError(
+            f"{variant.address}: {variant.platform.complete_platform} is missing: the {variant.platform.name} "
+            "build resolves for it. Fix: restore it from git (docs/arm64.md says how it was made)."
+        )
+    return CompletePlatforms.from_snapshot(snapshot)
+
+
 @rule(desc="Build a backend PEX", level=LogLevel.DEBUG)
 async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
     variant = request.variant
@@ -108,13 +119,7 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
     complete_platforms, cross_args = CompletePlatforms(), ()
     if variant.platform.cross:
         # Resolved for the platform, never run here: no interpreter of it is needed to build.
-        snapshot = await Get(Snapshot, PathGlobs([variant.platform.complete_platform]))
-        if not snapshot.files:
-            raise CompletePlatformMissingError(
-                f"{variant.address}: {variant.platform.complete_platform} is missing: the {variant.platform.name} "
-                "build resolves for it. Fix: restore it from git (docs/arm64.md says how it was made)."
-            )
-        complete_platforms = CompletePlatforms.from_snapshot(snapshot)
+        complete_platforms = await complete_platforms_of(variant)
         # Its shebang cannot name a build-machine interpreter: the target's python3.11 from PATH.
         cross_args = ("--python-shebang", "/usr/bin/env python3.11")
     pex = await Get(
