@@ -4,7 +4,7 @@
 
 
 def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, version="0.1.0", engines=(), libraries=(),
-                    tags=None, arm64=(), **kwargs):
+                    tags=None, arm64=(), arm64_tags=None, **kwargs):
     """Declares a backend with one variant per accelerator.
 
     engines:            native engine targets (e.g. "engines/minilm:avx2") built into every
@@ -20,6 +20,8 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                         `:<accel>-arm64` (platform linux_aarch64, model/platforms.py), reading
                         requirements-<accel>-arm64.txt over the accelerator's files, and
                         `:<accel>-index`, the OCI image index of both platforms' images
+    arm64_tags:         tags of the arm64 variants and their index instead of `tags` (e.g.
+                        ["by-hand"]: CI builds and emulates one arm64 torch backend, rerankers)
     """
     if not accelerators or isinstance(accelerators, str):
         raise ValueError(
@@ -57,11 +59,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             version=version,
             tags=tags,
         )
-    # By hand, out of `::` (so out of CI): pex 2.1.137 downloads a cross lock's artifacts with the
-    # interpreter running pex (Pants' CPython 3.9) and refuses every wheel requiring Python >= 3.10
-    # ("requires a different Python"), unless its download cache already holds them (as it does
-    # right after `./pants localai-platform-lockfiles`). docs/arm64.md.
-    arm64_tags = [*(tags or []), "by-hand"]
+    arm64_tags = tags if arm64_tags is None else arm64_tags
     for accel in arm64:
         name = f"{accel}-arm64"  # the suffix of linux_aarch64 in model/platforms.py
         localai_requirements(name=f"requirements-{name}", accelerator=accel, platform="linux_aarch64")

@@ -44,6 +44,7 @@ from localai.model.requirements import LayeredRequirements, RequirementsOfVarian
 from localai.model.variant import BackendVariant, BackendVariantRequest, PinPolicyError, Variant
 from localai.model.wheelhouse import WheelhouseUrls, WheelhouseUrlsRequest
 from localai.oci.image import BackendImage, BackendImageRequest, image_dir
+from localai.package.cross_downloads import CrossDownloads, CrossDownloadsRequest
 from localai.package.portable_python import DIR as PORTABLE_PYTHON_DIR
 from localai.package.portable_python import PortablePython, PortablePythonRequest, python_version_of
 from localai.package.provenance import PROVENANCE_NAME
@@ -120,6 +121,7 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
     if variant.platform.cross:
         # Resolved for the platform, never run here: no interpreter of it is needed to build.
         complete_platforms = await complete_platforms_of(variant)
+        await Get(CrossDownloads, CrossDownloadsRequest(variant, request.requirements, complete_platforms))
         # Its shebang cannot name a build-machine interpreter: the target's python3.11 from PATH.
         cross_args = ("--python-shebang", "/usr/bin/env python3.11")
     pex = await Get(
