@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import platform
 import shutil
 import tarfile
 import urllib.request
@@ -17,7 +18,10 @@ from pathlib import Path
 
 import yaml
 
-MANIFEST_ACCEPT = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
+MANIFEST_ACCEPT = f"application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, {MEDIA_INDEX}"
+# runtime.GOARCH of the machine LocalAI runs on, by platform.machine().
+GOARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 
 
 class InstallError(RuntimeError):
@@ -46,14 +50,24 @@ def _checked(data: bytes, digest: str, what: str) -> bytes:
     return data
 
 
-def pull_layers(reference: str) -> list[tuple[str, bytes]]:
-    """(media type, blob) of each layer of `<host>/<repo>@sha256:...`, checked against its digest."""
+def pull_layers(reference: str, architecture: str | None = None) -> list[tuple[str, bytes]]:
+    """(media type, blob) of each layer of `<host>/<repo>@sha256:...`, checked against its digest.
+    An image index resolves to its linux/<architecture> manifest (default: this machine's), as
+    LocalAI's pull does (go-containerregistry's remote.Image with remote.WithPlatform)."""
     if "@" not in reference:
         raise InstallError(f"{reference}: not pinned by digest")
     name, digest = reference.split("@", 1)
     host, repo = name.split("/", 1)
     base = f"http://{host}/v2/{repo}"
     manifest = json.loads(_checked(_get(f"{base}/manifests/{digest}", MANIFEST_ACCEPT), digest, reference))
+    if manifest.get("mediaType") == MEDIA_INDEX:
+        arch = architecture or GOARCH[platform.machine()]
+        # Matched as go-containerregistry does when no variant is asked for: os and architecture.
+        chosen = [m for m in manifest["manifests"] if (m.get("platform", {}).get("os"), m.get("platform", {}).get("architecture")) == ("linux", arch)]
+        if len(chosen) != 1:
+            raise InstallError(f"{reference}: no child with platform linux/{arch} in the index ({manifest['manifests']})")
+        digest = chosen[0]["digest"]
+        manifest = json.loads(_checked(_get(f"{base}/manifests/{digest}", MANIFEST_ACCEPT), digest, reference))
     return [(l["mediaType"], _checked(_get(f"{base}/blobs/{l['digest']}"), l["digest"], reference)) for l in manifest["layers"]]
 
 
@@ -70,9 +84,9 @@ def ocifile_layers(path: Path) -> list[tuple[str, bytes]]:
     return [(l["mediaType"], data) for data, l in zip(layers, manifest["layers"])]
 
 
-def install(entry: dict, backends: Path) -> Path:
+def install(entry: dict, backends: Path, architecture: str | None = None) -> Path:
     uri = entry["uri"]
-    layers = ocifile_layers(Path(uri[len("ocifile://"):])) if uri.startswith("ocifile://") else pull_layers(uri)
+    layers = ocifile_layers(Path(uri[len("ocifile://"):])) if uri.startswith("ocifile://") else pull_layers(uri, architecture)
     final = backends / entry["name"]
     tmp = backends / f"{entry['name']}.install-tmp"
     shutil.rmtree(tmp, ignore_errors=True)

@@ -2,7 +2,8 @@
 read by skopeo (an independent OCI client): it names exactly the two images `pants package`
 built, each with the platform its config states, and a client asking for linux/amd64 or
 linux/arm64 (`--override-arch`, what LocalAI's image pull does with its own platform) gets that
-platform's image."""
+platform's image. Pushed to a real registry by skopeo, LocalAI's installer (the fixture) given the
+index digest installs the folder of the platform it asks for."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.registry import debian_tool
+from tests.integration.backend_process import dist_path, tree_sha256
+from tests.integration.localai_installer import install
+from tests.integration.registry import RegistryServer, debian_tool
 
 INDEX = Path("images/rerankers/cpu-index")
 IMAGES = {"amd64": Path("images/rerankers/cpu"), "arm64": Path("images/rerankers/cpu-arm64")}
@@ -40,3 +43,25 @@ def test_a_client_gets_its_own_platforms_image(arch) -> None:
     chosen = skopeo("--override-os", "linux", "--override-arch", arch, "inspect", f"oci:{INDEX / 'layout'}")
     own = json.loads((IMAGES[arch] / "image.json").read_text())
     assert chosen["Layers"] == [layer["digest"] for layer in own["layers"]]
+
+
+def test_localai_installs_its_platforms_folder_from_the_index_digest(tmp_path: Path) -> None:
+    registry = RegistryServer(tmp_path / "registry")
+    try:
+        digest = json.loads((INDEX / "image.json").read_text())["manifest_digest"]
+        target = f"{registry.host}/localai/backends"
+        run = subprocess.run(
+            [debian_tool("skopeo"), "copy", "--all", "--preserve-digests", "--dest-tls-verify=false",
+             f"oci:{INDEX / 'layout'}", f"docker://{target}:cpu-rerankers"],
+            capture_output=True, text=True, timeout=600,
+        )
+        assert run.returncode == 0, run.stderr
+        for arch, variant in (("amd64", "cpu"), ("arm64", "cpu-arm64")):
+            entry = {"name": "cpu-rerankers", "uri": f"{target}@{digest}"}
+            folder = install(entry, tmp_path / arch / "backends", architecture=arch)
+            assert tree_sha256(folder / "backend.pex") == tree_sha256(dist_path("rerankers", variant, "backend.pex")), arch
+            record = json.loads((folder / "build-record.json").read_text())
+            assert record["platform"] == {"amd64": "linux_x86_64", "arm64": "linux_aarch64"}[arch]
+            assert json.loads((folder / "metadata.json").read_text())["digest"] == digest  # what LocalAI records
+    finally:
+        registry.stop()

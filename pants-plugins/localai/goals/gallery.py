@@ -15,6 +15,9 @@ plus optional extra keys in backends/<name>/gallery.yaml; both are checked again
 LocalAI knows. The image digest is read from what `pants package` built,
 dist/images/<name>/<accel>/image.json, checked against dist/backends/<name>/<accel>/
 build-record.json: an artifact made from another lockfile than the committed one is refused.
+A variant given with its cross-built siblings (`:cpu` and `:cpu-arm64`) is named by the digest
+of their image index (`:cpu-index`, dist/images/<name>/<accel>-index/image.json), which must
+name exactly the images built now; LocalAI's pull picks its own platform from it.
 """
 from __future__ import annotations
 
@@ -40,8 +43,9 @@ from pants.util.strutil import help_text
 from localai.errors import LocalAIError
 from localai.model.accelerators import MATRIX_PATH
 from localai.model.records import BUILD_RECORD
-from localai.model.variant import BackendVariants, BackendVariantsRequest, entry_name, folder_path
+from localai.model.variant import BackendVariants, BackendVariantsRequest, Variant, entry_name, folder_path
 from localai.oci.image import IMAGE_JSON, IMAGE_TARBALL, image_dir
+from localai.oci.index import INDEX_SUFFIX
 from localai.oci.options import OciSubsystem
 
 GALLERY_PATH = "gallery/index.yaml"  # under dist/
@@ -220,6 +224,15 @@ def render(backends: list[tuple[str, str, BackendMeta, list[GalleryVariant]]]) -
 
 
 @dataclass(frozen=True)
+class IndexMember:
+    """A cross-built variant that the gallery names through the image index it shares with a GalleryTarget."""
+
+    variant: str  # its name, e.g. cpu-arm64
+    platform: str  # os/architecture of its image
+    lockfile_sha256: str
+
+
+@dataclass(frozen=True)
 class GalleryTarget:
     """A variant the gallery covers, with what it needs to find and check the built image."""
 
@@ -231,6 +244,9 @@ class GalleryTarget:
     version: str
     lockfile: str
     lockfile_sha256: str
+    platform: str  # os/architecture of its image, e.g. linux/amd64
+    # The same backend and accelerator on other platforms: the entry then names their image index.
+    index_members: tuple[IndexMember, ...]
 
 
 @dataclass(frozen=True)
@@ -256,14 +272,21 @@ async def gallery_targets(request: GalleryTargetsRequest) -> GalleryTargets:
                 f"correct the accelerator's `capabilities` in {MATRIX_PATH}",
             )
     left_out = [f"{v.address}: no {v.variant.lockfile} ({v.why_unlocked})" for v in chosen.unlocked()]
-    # An entry names one image for its capability keys: the x86_64 one, until the two platforms
-    # are joined in one image index (docs/arm64.md).
-    left_out += [
-        f"{v.address}: a {v.variant.platform.name} image, published under its own name; the gallery names the "
-        f"build machine's platform only (docs/arm64.md)"
-        for v in chosen.locked() if v.variant.platform.cross
-    ]
     kept = [(bv, bv.variant) for bv in chosen.locked() if not bv.variant.platform.cross]
+    # One entry per capability key, so a cross-built variant is named through the image index it
+    # shares with the build machine's variant (LocalAI's pull picks its own platform from it).
+    members: dict[tuple[str, str], list[IndexMember]] = {}
+    for bv in chosen.locked():
+        if bv.variant.platform.cross:
+            members.setdefault((bv.variant.backend, bv.variant.accelerator.name), []).append(
+                IndexMember(bv.variant.name, oci_platform(bv.variant), bv.lockfile.sha256)
+            )
+    alone = set(members) - {(v.backend, v.accelerator.name) for _, v in kept}
+    left_out += [
+        f"{bv.address}: named through its image index with the build machine's variant, which was not given "
+        f"(e.g. {bv.address.spec.rsplit(':', 1)[0]}:{bv.variant.accelerator.name})"
+        for bv in chosen.locked() if (bv.variant.backend, bv.variant.accelerator.name) in alone and bv.variant.platform.cross
+    ]
     dirs = sorted({v.directory for _, v in kept})
     extra = await Get(DigestContents, PathGlobs([f"{d}/{f}" for d in dirs for f in ("gallery.yaml", "backend.py")]))
     files = {fc.path: fc.content.decode() for fc in extra}
@@ -276,7 +299,8 @@ async def gallery_targets(request: GalleryTargetsRequest) -> GalleryTargets:
         tuple(
             GalleryTarget(
                 str(v.address), v.backend, v.directory, v.accelerator.name, v.accelerator.capabilities,
-                bv.version, bv.lockfile.path, bv.lockfile.sha256,
+                bv.version, bv.lockfile.path, bv.lockfile.sha256, oci_platform(v),
+                tuple(members.get((v.backend, v.accelerator.name), ())),
             )
             for bv, v in kept
         ),
@@ -285,26 +309,54 @@ async def gallery_targets(request: GalleryTargetsRequest) -> GalleryTargets:
     )
 
 
-def read_built_image(root: Path, distdir: Path, t: GalleryTarget) -> dict[str, Any]:
-    """image.json of the built image, checked against the build record's lockfile (paths under root)."""
-    fix = f"run `./pants package {t.address}`"
-    record_path = distdir / folder_path(t.backend, t.accelerator) / BUILD_RECORD
-    image_path = distdir / image_dir(t.backend, t.accelerator) / IMAGE_JSON
+def oci_platform(variant: Variant) -> str:
+    return f"linux/{variant.platform.oci_architecture}"
+
+
+def _built_image(root: Path, distdir: Path, address: str, t: GalleryTarget, variant: str, lockfile_sha256: str) -> dict[str, Any]:
+    """image.json of one variant's built image, checked against its build record's lockfile."""
+    fix = f"run `./pants package {address}`"
+    record_path = distdir / folder_path(t.backend, variant) / BUILD_RECORD
+    image_path = distdir / image_dir(t.backend, variant) / IMAGE_JSON
     for path in (record_path, image_path):
         if not (root / path).is_file():
-            raise GalleryError(f"{t.address}: {path} is missing: the artifact has not been built. Fix: {fix}.")
+            raise GalleryError(f"{address}: {path} is missing: the artifact has not been built. Fix: {fix}.")
     try:
         record = json.loads((root / record_path).read_text())
         image = json.loads((root / image_path).read_text())
-        digest = image["manifest_digest"]
+        image["manifest_digest"]
     except (ValueError, KeyError, TypeError) as e:
-        raise GalleryError(f"{t.address}: {image_path} is not an image.json of `pants package` ({e!r}). Fix: {fix}.") from e
-    if record.get("lockfile_sha256") != t.lockfile_sha256:
+        raise GalleryError(f"{address}: {image_path} is not an image.json of `pants package` ({e!r}). Fix: {fix}.") from e
+    if record.get("lockfile_sha256") != lockfile_sha256:
         raise GalleryError(
-            f"{t.address}: {record_path} is stale: it was built from another {t.lockfile} than the committed one "
-            f"(sha256 {record.get('lockfile_sha256')} != {t.lockfile_sha256}). Fix: {fix}."
+            f"{address}: {record_path} is stale: it was built from another lockfile than the committed one "
+            f"(sha256 {record.get('lockfile_sha256')} != {lockfile_sha256}). Fix: {fix}."
         )
-    return {"digest": digest, "tarball": str(distdir / image_dir(t.backend, t.accelerator) / IMAGE_TARBALL)}
+    return image
+
+
+def read_built_image(root: Path, distdir: Path, t: GalleryTarget) -> dict[str, Any]:
+    """The digest the entry names (the image's, or its image index's) and the image's tarball (paths under root)."""
+    image = _built_image(root, distdir, t.address, t, t.accelerator, t.lockfile_sha256)
+    tarball = str(distdir / image_dir(t.backend, t.accelerator) / IMAGE_TARBALL)
+    if not t.index_members:
+        return {"digest": image["manifest_digest"], "tarball": tarball}
+    package = t.address.rsplit(":", 1)[0]
+    expected = {t.platform: image["manifest_digest"]}
+    for m in t.index_members:
+        expected[m.platform] = _built_image(root, distdir, f"{package}:{m.variant}", t, m.variant, m.lockfile_sha256)["manifest_digest"]
+    index_address = f"{t.address}{INDEX_SUFFIX}"
+    index_path = distdir / image_dir(t.backend, t.accelerator + INDEX_SUFFIX) / IMAGE_JSON
+    try:
+        index = json.loads((root / index_path).read_text())
+    except (OSError, ValueError) as e:
+        raise GalleryError(f"{index_address}: {index_path} cannot be read ({e}). Fix: run `./pants package {index_address}`.") from e
+    if index.get("manifests") != expected:
+        raise GalleryError(
+            f"{index_address}: {index_path} names {index.get('manifests')}, not the images built now ({expected}). "
+            f"Fix: run `./pants package {index_address}`."
+        )
+    return {"digest": index["manifest_digest"], "tarball": tarball}
 
 
 def build_index(

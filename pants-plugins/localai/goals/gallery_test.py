@@ -179,3 +179,62 @@ def test_unknown_gallery_yaml_field() -> None:
     with pytest.raises(ExecutionError) as e:
         _run(rule_runner)
     assert "backends/diffusers/gallery.yaml: unknown field(s) uri" in str(e.value)
+
+
+def _setup_with_arm64(rule_runner, index_amd64: str) -> str:
+    """diffusers with `arm64=["cpu"]`, both images built, and their index naming `index_amd64` for linux/amd64."""
+    _setup(rule_runner)
+    lock = Path(rule_runner.build_root, "lockfiles/diffusers-cpu.lock").read_text()
+    arm64_image = f"sha256:{'a' * 64}"
+    index_digest = f"sha256:{'1' * 64}"
+    rule_runner.write_files(
+        {
+            "backends/diffusers/BUILD": f"localai_backend(accelerators={ACCELS!r}, arm64=['cpu'])\n",
+            "lockfiles/diffusers-cpu-arm64.lock": lock,
+            "dist/backends/diffusers/cpu-arm64/build-record.json": json.dumps(
+                {"lockfile_sha256": hashlib.sha256(lock.encode()).hexdigest()}
+            ),
+            "dist/images/diffusers/cpu-arm64/image.json": json.dumps({"manifest_digest": arm64_image}),
+            "dist/images/diffusers/cpu-index/image.json": json.dumps(
+                {"manifest_digest": index_digest, "manifests": {"linux/amd64": index_amd64, "linux/arm64": arm64_image}}
+            ),
+        }
+    )
+    return index_digest
+
+
+def _run_arm64(rule_runner, targets):
+    return rule_runner.run_goal_rule(
+        GalleryGoal,
+        global_args=[
+            *resolve_options("diffusers", [*ACCELS, "cpu-arm64"], matrix_pip={"cpu-arm64": "3rdparty/accelerators/cpu.txt"}),
+            "--localai-oci-registry=registry.example",
+        ],
+        args=list(targets),
+    )
+
+
+def test_a_variant_with_an_arm64_sibling_is_named_by_their_image_index() -> None:
+    rule_runner = make_rule_runner()
+    index_digest = _setup_with_arm64(rule_runner, index_amd64=f"sha256:{0:064x}")  # cpu's image, as built
+    result = _run_arm64(rule_runner, ["backends/diffusers:cpu", "backends/diffusers:cpu-arm64"])
+    assert result.exit_code == 0 and "cpu-arm64" not in result.stderr
+    index = yaml.safe_load(Path(rule_runner.build_root, "dist/gallery/index.yaml").read_text())
+    by_name = {e["name"]: e for e in index}
+    assert sorted(by_name) == ["cpu-diffusers", "diffusers"]  # one entry: the platform is the index's business
+    assert by_name["cpu-diffusers"]["uri"] == f"registry.example/local-ai-backends@{index_digest}"
+
+    # Without its build machine's variant, the arm64 one has no entry, and says why.
+    with pytest.raises(ExecutionError) as e:
+        _run_arm64(rule_runner, ["backends/diffusers:cpu-arm64"])
+    assert "backends/diffusers:cpu-arm64: named through its image index with the build machine's variant" in str(e.value)
+
+
+def test_an_index_of_other_images_than_those_built_is_refused() -> None:
+    rule_runner = make_rule_runner()
+    _setup_with_arm64(rule_runner, index_amd64=f"sha256:{'e' * 64}")  # an older cpu image
+    with pytest.raises(ExecutionError) as e:
+        _run_arm64(rule_runner, ["backends/diffusers:cpu", "backends/diffusers:cpu-arm64"])
+    msg = str(e.value)
+    assert "backends/diffusers:cpu-index: dist/images/diffusers/cpu-index/image.json names" in msg
+    assert "Fix: run `./pants package backends/diffusers:cpu-index`" in msg
