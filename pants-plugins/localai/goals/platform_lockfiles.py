@@ -31,6 +31,7 @@ from localai.errors import LocalAIError
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import AllBackendVariants, BackendVariant
 from localai.package.backend import complete_platforms_of
+from localai.package.cross_downloads import variant_python_env
 
 GOAL = "./pants localai-platform-lockfiles"
 
@@ -97,6 +98,8 @@ async def lock_for_platform(request: PlatformLockfileRequest, python_setup: Pyth
                 *layered.requirements,
             ),
             additional_input_digest=await Get(Digest, MergeDigests([pip.digest, complete_platforms.digest])),
+            # sdists' metadata is built with the interpreter running pex: the variant's, not Pants' 3.9.
+            extra_env=await variant_python_env(variant),
             output_files=("lock.json",),
             description=f"Lock {variant.resolve} for {variant.platform.name}",
             cache_scope=ProcessCacheScope.PER_SESSION,  # as Pants' generate-lockfiles: today's index

@@ -27,6 +27,13 @@ from pants.util.logging import LogLevel
 from localai.model.variant import Variant
 
 
+async def variant_python_env(variant: Variant) -> dict[str, str]:
+    """The environment that makes pex re-exec under the variant's CPython, for what pex does with
+    the interpreter running it: downloads (above) and building sdists' metadata when locking."""
+    python = await Get(PythonExecutable, InterpreterConstraints([variant.accelerator.python]))
+    return {"PEX_PYTHON": python.path}
+
+
 @dataclass(frozen=True)
 class CrossDownloadsRequest:
     variant: Variant
@@ -42,7 +49,6 @@ class CrossDownloads:
 @rule(desc="Download a cross-built variant's locked artifacts", level=LogLevel.DEBUG)
 async def download_cross_artifacts(request: CrossDownloadsRequest) -> CrossDownloads:
     variant = request.variant
-    python = await Get(PythonExecutable, InterpreterConstraints([variant.accelerator.python]))
     # As Pants' own build reads it: without the header, which is not JSON.
     lockfile = await Get(LoadedLockfile, LoadedLockfileRequest(await Get(Lockfile, Resolve(variant.resolve, False))))
     pip = await _setup_pip_args_and_constraints_file(variant.resolve)
@@ -60,7 +66,7 @@ async def download_cross_artifacts(request: CrossDownloadsRequest) -> CrossDownl
                 *request.requirements,
             ),
             additional_input_digest=await Get(Digest, MergeDigests([lockfile.lockfile_digest, pip.digest, request.complete_platforms.digest])),
-            extra_env={"PEX_PYTHON": python.path},
+            extra_env=await variant_python_env(variant),
             description=f"Download {variant.lockfile}'s artifacts for {variant.platform.name} with its CPython ({variant.accelerator.python})",
             level=LogLevel.DEBUG,
             cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
