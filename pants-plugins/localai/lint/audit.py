@@ -177,6 +177,44 @@ def gpu_link_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tupl
     return tuple(lines)
 
 
+# The libraries a manylinux wheel may NEED from the host (PEP 599's policy, as auditwheel lists it
+# for manylinux2014 and every later manylinux_2_x), plus each platform's dynamic loader.
+MANYLINUX_SYSTEM_LIBS = frozenset(
+    {
+        "libgcc_s.so.1", "libstdc++.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libc.so.6", "libnsl.so.1",
+        "libutil.so.1", "libpthread.so.0", "libresolv.so.2", "libX11.so.6", "libXext.so.6", "libXrender.so.1",
+        "libICE.so.6", "libSM.so.6", "libGL.so.1", "libgobject-2.0.so.0", "libgthread-2.0.so.0", "libglib-2.0.so.0",
+        "libz.so.1", "libexpat.so.1", "libcrypt.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1",
+    }
+)
+
+
+def host_library_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tuple[str, ...]:
+    """One line per ELF file that NEEDs a library the artifact does not ship and a manylinux host
+    need not have (chatterbox:cpu-arm64's torchaudio 2.6.0 NEEDs libgomp.so.1, which torch's
+    aarch64 wheel does not bundle): it imports only where the host happens to have it. GPU
+    runtimes are gpu_link_lines' business; the accelerator's system_libs are the driver's."""
+    shipped = {f.file.rsplit("/", 1)[-1] for f in files}
+    lines = []
+    for f in files:
+        missing = sorted(
+            lib
+            for lib in set(f.needed)
+            if lib not in shipped
+            and lib not in MANYLINUX_SYSTEM_LIBS
+            and not is_gpu_runtime(lib)
+            and not any(fnmatch.fnmatchcase(lib, pat) for pat in accelerator.system_libs)
+        )
+        if missing:
+            where = f"wheel {f.dist}" if f.dist else "the backend's own files"
+            lines.append(
+                f"{where}: {f.file} NEEDs {', '.join(missing)}, which the artifact does not ship and a manylinux "
+                f"host need not have (it fails to import there); take a build of "
+                f"{project_of_wheel(f.dist) if f.dist else 'it'} that bundles it, or add the wheel that ships it"
+            )
+    return tuple(lines)
+
+
 @dataclass(frozen=True)
 class ArtifactAudit:
     forbidden: tuple[str, ...]
@@ -185,6 +223,7 @@ class ArtifactAudit:
     gpu_links: tuple[str, ...] = ()
     elf_files: int = 0
     wrong_machine: tuple[str, ...] = ()
+    host_libs: tuple[str, ...] = ()
 
 
 def judge_size(pex_path: str, size_bytes: int, budget_mb: int) -> tuple[str, bool]:
@@ -239,6 +278,7 @@ async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
         gpu_links=gpu_link_lines(accel, scan.files),
         elf_files=len(scan.files),
         wrong_machine=wrong_machine_lines(artifact.platform, scan.files),
+        host_libs=host_library_lines(accel, scan.files),
     )
 
 
@@ -258,12 +298,12 @@ def artifact_report(target: str, accelerator: str, build_file: str, art: Artifac
         f"{target}: the built artifact holds '{name}', which the {accelerator} accelerator forbids"
         for name in art.forbidden
     ]
-    lines += [f"{target}: {line}" for line in art.gpu_links + art.wrong_machine]
+    lines += [f"{target}: {line}" for line in art.gpu_links + art.wrong_machine + art.host_libs]
     if not art.gpu_links:
         lines.append(f"{target}: {art.elf_files} ELF files, none NEEDs a GPU runtime the {accelerator} accelerator does not allow")
     over = f" OVER BUDGET: shrink the requirements, or raise size_budget_mb in {build_file}" if art.over_budget else ""
     lines.append(f"{target}: {art.size_line}{over}")
-    return lines, bool(art.forbidden) or art.over_budget or bool(art.gpu_links) or bool(art.wrong_machine)
+    return lines, bool(art.forbidden) or art.over_budget or bool(art.gpu_links) or bool(art.wrong_machine) or bool(art.host_libs)
 
 
 @rule(desc="Audit backend variants", level=LogLevel.DEBUG)

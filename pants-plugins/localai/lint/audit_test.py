@@ -176,11 +176,29 @@ def test_cuda13_artifact_needing_cuda_libs_nobody_provides_fails(tmp_path) -> No
     assert "system_libs (libcuda.so.1, libnvidia-ml.so.1)" in line
 
 
+TORCH_LIBS = ["libc10.so", "libtorch.so", "libtorch_cpu.so"]  # what torchaudio NEEDs from torch's wheel
+
+
 def test_cuda13_artifact_whose_wheels_ship_the_cuda_libs_passes(tmp_path) -> None:
-    runtime = provider_wheel(tmp_path, ["libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so"])
+    runtime = provider_wheel(tmp_path, ["libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so", *TORCH_LIBS])
     art, (lines, failed) = audit_built(tmp_path, "cuda13", [CUDA_WHEEL, runtime])
     assert not failed, lines
-    assert art.gpu_links == ()
+    assert art.gpu_links == () and art.host_libs == ()
+
+
+def test_a_library_neither_shipped_nor_on_every_manylinux_host_fails_naming_it(tmp_path) -> None:
+    # torchaudio without torch: its ELF files NEED torch's libraries, which nothing in the artifact
+    # ships (as chatterbox:cpu-arm64's torchaudio NEEDs the host's libgomp.so.1); libstdc++, libm,
+    # libgcc_s, libpthread and libc are manylinux's and pass.
+    runtime = provider_wheel(tmp_path, ["libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so"])
+    art, (lines, failed) = audit_built(tmp_path, "cuda13", [CUDA_WHEEL, runtime])
+    assert failed and art.gpu_links == () and len(art.host_libs) == 3
+    line = next(l for l in lines if "libtorchaudio.abi3.so" in l)
+    assert line == (
+        f"backends/demo:cuda13: wheel {CUDA_WHEEL.name}: torchaudio/lib/libtorchaudio.abi3.so NEEDs libc10.so, libtorch.so, "
+        "libtorch_cpu.so, which the artifact does not ship and a manylinux host need not have (it fails to import there); "
+        "take a build of torchaudio that bundles it, or add the wheel that ships it"
+    )
 
 
 def test_clean_cpu_artifact_passes_and_counts_its_elf_files(tmp_path) -> None:
