@@ -178,13 +178,15 @@ def gpu_link_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tupl
 
 
 # The libraries a manylinux wheel may NEED from the host (PEP 599's policy, as auditwheel lists it
-# for manylinux2014 and every later manylinux_2_x), plus each platform's dynamic loader.
+# for manylinux2014 and every later manylinux_2_x), glibc's libmvec (soundfile's libsndfile and
+# av's libx265 NEED it; it is part of the glibc a manylinux_2_28 host has), and each platform's
+# dynamic loader.
 MANYLINUX_SYSTEM_LIBS = frozenset(
     {
         "libgcc_s.so.1", "libstdc++.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libc.so.6", "libnsl.so.1",
         "libutil.so.1", "libpthread.so.0", "libresolv.so.2", "libX11.so.6", "libXext.so.6", "libXrender.so.1",
         "libICE.so.6", "libSM.so.6", "libGL.so.1", "libgobject-2.0.so.0", "libgthread-2.0.so.0", "libglib-2.0.so.0",
-        "libz.so.1", "libexpat.so.1", "libcrypt.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1",
+        "libz.so.1", "libexpat.so.1", "libcrypt.so.1", "libmvec.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1",
     }
 )
 
