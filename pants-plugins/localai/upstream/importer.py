@@ -13,7 +13,8 @@ reason (file, line, fix) and every other folder is written; a profile that canno
 (an index line that would break an accelerator's isolation) is skipped alone, its folder's other
 variants declared. An index of the folder's own that `[localai.overrides.<folder>] extra_indexes`
 declares for that variant is honoured: the BUILD line carries `extra_indexes`, and the variant's
-resolve alone gets a pip options file with it (goals/resolves.py writes it, from the BUILD files). The summary says "imported N of M folders"; the exit code is non-zero while
+resolve alone gets a pip options file with it (goals/resolves.py writes it, from the BUILD files).
+The summary says "imported N of M folders"; the exit code is non-zero while
 anything was skipped, unless `--allow-skipped` is given (a skipped folder's old BUILD file and
 pants.toml entries are left as they were: nothing is written for it).
 

@@ -343,8 +343,14 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
 @pytest.mark.parametrize(
     "table, message",
     [
-        ('[localai.overrides.x]\nno_dep = ["a"]\n', r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, out_of_scope"),
-        ('[localai.overrides.x]\nextra_indexes = ["https://a.invalid/simple"]\n', r"\[localai.overrides.x\]: extra_indexes must map an accelerator to the index URLs"),
+        (
+            '[localai.overrides.x]\nno_dep = ["a"]\n',
+            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, out_of_scope",
+        ),
+        (
+            '[localai.overrides.x]\nextra_indexes = ["https://a.invalid/simple"]\n',
+            r"\[localai.overrides.x\]: extra_indexes must map an accelerator to the index URLs",
+        ),
         ('[localai.overrides.x]\nno_deps = "a"\n', r"\[localai.overrides.x\]: no_deps must be a list of project names"),
         ('[localai.overrides.x]\nout_of_scope = " "\n', r"\[localai.overrides.x\]: out_of_scope must say why"),
     ],
