@@ -115,13 +115,16 @@ def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=N
         native_engine(name="fuzz", cpu_level=fuzz_level, sanitizer_coverage=True, **{**common, "test_binary": None})
 
 
-def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0"):
+def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0", extra_indexes=None):
     """One of LocalAI's own backend folders (backend/python/<name>/, copied unchanged), as
     written by `./pants localai-import`: a variant per accelerator whose LocalAI profile has a
     requirement file. Its backend.py runs unchanged: top-level backend_pb2 stubs are generated
     from backends/proto, and LocalAI's ../common helpers are packaged next to it."""
     not_lockable_here = not_lockable_here or {}
     size_budget_mb = size_budget_mb or {}
+    # {accelerator: [index, ...]}: the folder's own indexes declared for that variant alone
+    # ([localai.overrides.<folder>] extra_indexes); its resolve's pip options add them.
+    extra_indexes = extra_indexes or {}
     localai_sources(
         name="src",
         # Its sibling packages too (tinygrad's tool_parsers/): backend.py imports them by name.
@@ -138,6 +141,7 @@ def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, ve
             not_lockable_here=not_lockable_here.get(accel),
             version=version,
             layout="localai",
+            extra_indexes=extra_indexes.get(accel),
         )
 
 

@@ -17,6 +17,7 @@ from pants.engine.target import (
     IntField,
     MultipleSourcesField,
     StringField,
+    StringSequenceField,
     Target,
     TargetGenerator,
 )
@@ -136,6 +137,18 @@ class NotLockableHereField(StringField):
     )
 
 
+class ExtraIndexesField(StringSequenceField):
+    alias = "extra_indexes"
+    help = help_text(
+        """
+        Written by `./pants localai-import` only: the indexes of this variant's own requirement
+        files that `[localai.overrides.<folder>] extra_indexes` in 3rdparty/accelerators.toml
+        declares for it. This variant's resolve alone sees them, through a pip options file of its
+        own (3rdparty/accelerators/variants/<resolve>.txt: the accelerator's, plus these).
+        """
+    )
+
+
 class LocalAIBackendVariantTarget(Target):
     alias = "localai_backend_variant"
     core_fields = (
@@ -147,6 +160,7 @@ class LocalAIBackendVariantTarget(Target):
         VersionField,
         NotLockableHereField,
         LayoutField,
+        ExtraIndexesField,
     )
     help = help_text(
         """

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import subprocess
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -28,53 +27,15 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, pex_distributions
+from tests.integration.localai_folder import IMPORT_SOURCES, backend_py, locked, pants, read_lock
 from tests.integration.registry import debian_tool
-from tests.integration.temp_repo import make_temp_repo, run_pants, write_wheel
+from tests.integration.temp_repo import make_temp_repo, write_wheel
 
 FOLDER = "backends/localai/refs-example"
 RESOLVE = "localai-refs-example-cpu"
 PINNED_VALUE = "from-the-pinned-commit"
 
-BACKEND_PY = '''\
-#!/usr/bin/env python3
-"""LocalAI's backend.py shape (written for this test): it imports a git requirement and a URL wheel."""
-import argparse
-import os
-import sys
-import time
-from concurrent import futures
-
-import backend_pb2
-import backend_pb2_grpc
-import grpc
-import tinyfix
-import tinywheel
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "common"))
-from grpc_auth import get_auth_interceptors  # noqa: E402
-
-
-class BackendServicer(backend_pb2_grpc.BackendServicer):
-    def Health(self, request, context):
-        return backend_pb2.Reply(message=b"OK")
-
-
-def serve(address):
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1), interceptors=get_auth_interceptors())
-    backend_pb2_grpc.add_BackendServicer_to_server(BackendServicer(), server)
-    server.add_insecure_port(address)
-    server.start()
-    print(f"tinyfix={tinyfix.VALUE} tinywheel={tinywheel.VERSION}", flush=True)
-    print("Server started. Listening on: " + address, flush=True)
-    while True:
-        time.sleep(3600)
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--addr", default="localhost:50051")
-    serve(parser.parse_args().addr)
-'''
+BACKEND_PY = backend_py({"tinyfix": "VALUE", "tinywheel": "VERSION"})
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -108,26 +69,11 @@ def wheel_server(tmp_path_factory):
     server.shutdown()
 
 
-def pants(repo: Path, *args: str) -> str:
-    result = run_pants(repo, *args, timeout=900)
-    assert result.returncode == 0, f"./pants {' '.join(args)}:\n{result.stdout[-4000:]}"
-    return result.stdout
-
-
-def locked(lock: dict, project: str) -> dict:
-    reqs = [r for r in lock["locked_resolves"][0]["locked_requirements"] if r["project_name"] == project]
-    assert len(reqs) == 1, f"{project} not locked once: {reqs}"
-    return reqs[0]
-
-
 def test_git_and_url_requirements_lock_with_hashes_package_and_serve(tmp_path: Path, wheel_server) -> None:
     wheel_url, wheel = wheel_server
     source = make_git_package(tmp_path / "src" / "tinyfix")
     commit = git(source, "rev-parse", "v0.1.0^{commit}")
-    repo = make_temp_repo(
-        tmp_path / "repo",
-        ("backends/BUILD", "backends/proto", "backends/localai/common", "3rdparty/grpc-stubs/BUILD", "lockfiles/grpc-stubs.lock"),
-    )
+    repo = make_temp_repo(tmp_path / "repo", IMPORT_SOURCES)
     folder = repo / FOLDER
     folder.mkdir(parents=True)
     (folder / "backend.py").write_text(BACKEND_PY)
@@ -147,8 +93,7 @@ def test_git_and_url_requirements_lock_with_hashes_package_and_serve(tmp_path: P
     git(source, "tag", "-f", "v0.1.0")
 
     pants(repo, "generate-lockfiles", f"--resolve={RESOLVE}")
-    text = (repo / f"lockfiles/{RESOLVE}.lock").read_text()
-    lock = json.loads("\n".join(line for line in text.splitlines() if not line.startswith("//")))
+    lock = read_lock(repo / f"lockfiles/{RESOLVE}.lock")
     git_artifacts = locked(lock, "tinyfix")["artifacts"]
     assert [a["url"] for a in git_artifacts] == [f"git+file://localhost{source}@{commit}"]
     assert git_artifacts[0]["algorithm"] == "sha256" and len(git_artifacts[0]["hash"]) == 64

@@ -144,7 +144,7 @@ def config_files(variant: BackendVariant) -> set[str]:
     and for an imported LocalAI folder the stubs tool (the grpc-stubs resolve's BUILD and lockfile).
     (Requirement files and the lockfile are sources of targets in its closure.)"""
     stubs = set(STUBS_TOOL_FILES) if variant.layout == LOCALAI_LAYOUT else set()
-    return {MATRIX_PATH, variant.variant.accelerator.pip_options, *stubs}
+    return {MATRIX_PATH, variant.variant.accelerator.pip_options, variant.variant.pip_options, *stubs}
 
 
 def is_build_file_of(path: str, spec_path: str) -> bool:

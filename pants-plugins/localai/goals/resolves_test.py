@@ -76,3 +76,24 @@ def test_goal_writes_the_entries_of_the_build_files_and_lint_follows() -> None:
     assert written == update_pants_toml(PANTS_TOML, (CPU, CUDA))
     assert _lint(rule_runner).exit_code == 0
     assert rule_runner.run_goal_rule(ResolvesGoal, args=["--check"]).exit_code == 0
+
+
+def test_a_variants_own_pip_options_are_written_and_an_orphan_fails_lint() -> None:
+    rule_runner = _runner()
+    rule_runner.write_files({
+        "backends/demo/BUILD": 'localai_backend(accelerators=["cpu"])\n'
+        'localai_backend_variant(name="own", accelerator="cuda13", extra_indexes=["https://wheels.example.org/cu130"])\n',
+        "3rdparty/accelerators/cuda13.txt": "# PyPI only.\n",
+        "3rdparty/accelerators/variants/gone-cuda13.txt": "--extra-index-url https://gone.invalid/simple\n",
+    })
+    result = rule_runner.run_goal_rule(ResolvesGoal)
+    own = "3rdparty/accelerators/variants/demo-cuda13.txt"
+    assert f'"demo-cuda13" = "{own}"' in Path(rule_runner.build_root, "pants.toml").read_text()
+    assert Path(rule_runner.build_root, own).read_text().endswith("\n--extra-index-url https://wheels.example.org/cu130\n")
+    # The orphan is named, with the fix, by the goal and by lint.
+    orphan = "3rdparty/accelerators/variants/gone-cuda13.txt: no variant's resolve names it"
+    assert result.exit_code == 1 and orphan in result.stderr and "Fix: delete it." in result.stderr
+    lint = _lint(rule_runner)
+    assert lint.exit_code == 1 and orphan in lint.stdout
+    Path(rule_runner.build_root, "3rdparty/accelerators/variants/gone-cuda13.txt").unlink()
+    assert _lint(rule_runner).exit_code == 0

@@ -68,6 +68,9 @@ class LayeredRequirements:
     # the policy cannot provide (the variant is then not lockable).
     replacements: tuple[str, ...] = ()
     unsatisfied: tuple[str, ...] = ()
+    # LocalAI layout only: the folder's own indexes its files name for this variant, declared in
+    # [localai.overrides.<folder>] extra_indexes: its resolve alone sees them (Variant.pip_options).
+    extra_indexes: tuple[str, ...] = ()
 
 
 def normalized_name(project_name: str) -> str:

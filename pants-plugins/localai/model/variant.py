@@ -9,7 +9,8 @@ Status, gallery, export, CI matrix, audit and packaging all read variants throug
 Naming is fixed (backends/<name>:<accel> -> resolve <name>-<accel> -> lockfiles/<name>-<accel>.lock;
 a cross-built platform's suffix follows the accelerator: :cpu-arm64 -> <name>-cpu-arm64;
 backends/localai/<name>:<accel> -> resolve localai-<name>-<accel>;
-pip options from the accelerator). pants.toml's entries are generated from it (resolves.py,
+pip options from the accelerator, or for an imported folder's variant that names an index of its
+own, `extra_indexes`, a file of its own: 3rdparty/accelerators/variants/<resolve>.txt). pants.toml's entries are generated from it (resolves.py,
 `./pants localai-resolves`); these rules check that they agree.
 """
 from __future__ import annotations
@@ -28,7 +29,18 @@ from localai.errors import LocalAIError
 from localai.model.accelerators import Accelerator, AcceleratorMatrix
 from localai.model.lockfile import Lockfile, LockfileRequest, MaybeLockfile
 from localai.model.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform, platform_named
-from localai.target_types import AcceleratorField, LayoutField, NotLockableHereField, PlatformField, SizeBudgetField, VersionField
+from localai.target_types import (
+    AcceleratorField,
+    ExtraIndexesField,
+    LayoutField,
+    NotLockableHereField,
+    PlatformField,
+    SizeBudgetField,
+    VersionField,
+)
+
+# Pip options files of single variants (an imported folder's own index): generated, goals/resolves.py.
+VARIANT_PIP_OPTIONS_DIR = "3rdparty/accelerators/variants"
 
 
 class VariantConfigError(LocalAIError):
@@ -52,6 +64,7 @@ class VariantRequest:
     address: Address
     accelerator: str
     platform: str = BUILD_PLATFORM
+    extra_indexes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,10 +73,19 @@ class Variant:
     backend: str
     accelerator: Accelerator
     platform: TargetPlatform = PLATFORMS[BUILD_PLATFORM]
+    # Indexes of its own (an imported folder's, [localai.overrides.<folder>] extra_indexes), seen
+    # by its resolve alone, through pip_options.
+    extra_indexes: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, address: Address, accelerator: Accelerator, platform: TargetPlatform = PLATFORMS[BUILD_PLATFORM]) -> "Variant":
-        return cls(address, backend_name(address.spec_path), accelerator, platform)
+    def of(
+        cls,
+        address: Address,
+        accelerator: Accelerator,
+        platform: TargetPlatform = PLATFORMS[BUILD_PLATFORM],
+        extra_indexes: tuple[str, ...] = (),
+    ) -> "Variant":
+        return cls(address, backend_name(address.spec_path), accelerator, platform, tuple(extra_indexes))
 
     @property
     def directory(self) -> str:
@@ -74,7 +96,9 @@ class Variant:
         """The naming of a variant or requirements target, from its accelerator and platform fields."""
         context = f"{tgt.address.spec_path}/BUILD ({tgt.address})"
         accel = matrix.get(tgt[AcceleratorField].value, context=context)
-        return cls.of(tgt.address, accel, platform_named(tgt[PlatformField].value, context=context))
+        return cls.of(
+            tgt.address, accel, platform_named(tgt[PlatformField].value, context=context), tuple(tgt.get(ExtraIndexesField).value or ())
+        )
 
     @property
     def name(self) -> str:
@@ -111,6 +135,11 @@ class Variant:
     def lockfile(self) -> str:
         return lockfile_path(self.resolve)
 
+    @property
+    def pip_options(self) -> str:
+        """Its resolve's pip options file: the accelerator's, or one of its own when it has extra indexes."""
+        return pip_options_path(self.accelerator.pip_options, self.resolve, self.extra_indexes)
+
 
 def variant_name(accelerator: str, platform: TargetPlatform) -> str:
     """The accelerator, then the platform's suffix: cpu, cuda13, cpu-arm64."""
@@ -131,6 +160,12 @@ def lockfile_path(resolve: str) -> str:
     return f"lockfiles/{resolve}.lock"
 
 
+def pip_options_path(accelerator_pip_options: str, resolve: str, extra_indexes: tuple[str, ...] = ()) -> str:
+    """The accelerator's pip options file; a resolve with indexes of its own has its own file
+    (the accelerator's options plus those indexes), so no other resolve sees them."""
+    return f"{VARIANT_PIP_OPTIONS_DIR}/{resolve}.txt" if extra_indexes else accelerator_pip_options
+
+
 def backend_name(directory: str) -> str:
     """backends/<name> -> <name>; deeper folders join their path under backends/ with '-'
     (LocalAI's folders imported into backends/localai/<name> -> localai-<name>)."""
@@ -149,7 +184,7 @@ async def resolve_variant(request: VariantRequest, python_setup: PythonSetup) ->
     matrix = await Get(AcceleratorMatrix)
     context = f"{request.address.spec_path}/BUILD ({request.address})"
     accel = matrix.get(request.accelerator, context=context)
-    variant = Variant.of(request.address, accel, platform_named(request.platform, context=context))
+    variant = Variant.of(request.address, accel, platform_named(request.platform, context=context), request.extra_indexes)
     if variant.platform.cross and variant.platform.name not in accel.platforms:
         raise VariantConfigError(
             f"{context}: the {accel.name} accelerator has no {variant.platform.name} builds (its platforms in "
@@ -160,10 +195,11 @@ async def resolve_variant(request: VariantRequest, python_setup: PythonSetup) ->
     if lockfile != variant.lockfile:
         problems.append(f"[python.resolves] maps it to {lockfile!r}" if lockfile else "[python.resolves] lacks it")
     pip_options = python_setup.resolves_to_constraints_file(()).get(variant.resolve)
-    if pip_options != accel.pip_options:
+    if pip_options != variant.pip_options:
+        whose = f"its own pip options (the accelerator's plus {', '.join(variant.extra_indexes)})" if variant.extra_indexes else "the accelerator's pip options"
         problems.append(
-            f"[python.resolves_to_constraints_file] gives {pip_options!r}, not the accelerator's "
-            f"pip options {accel.pip_options!r} (index isolation)"
+            f"[python.resolves_to_constraints_file] gives {pip_options!r}, not {whose} "
+            f"{variant.pip_options!r} (index isolation)"
         )
     if problems:
         raise VariantConfigError(
@@ -171,7 +207,7 @@ async def resolve_variant(request: VariantRequest, python_setup: PythonSetup) ->
             f"this variant needs: {'; '.join(problems)}. Fix: run `./pants localai-resolves`, which "
             f"writes the entries of every variant the BUILD files declare:\n"
             f'  [python.resolves]                    "{variant.resolve}" = "{variant.lockfile}"\n'
-            f'  [python.resolves_to_constraints_file] "{variant.resolve}" = "{accel.pip_options}"'
+            f'  [python.resolves_to_constraints_file] "{variant.resolve}" = "{variant.pip_options}"'
         )
     return variant
 
@@ -264,7 +300,10 @@ class AllBackendVariants(BackendVariants):
 async def backend_variant(request: BackendVariantRequest) -> BackendVariant:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
     tgt = wrapped.target
-    variant = await Get(Variant, VariantRequest(tgt.address, tgt[AcceleratorField].value, tgt[PlatformField].value))
+    variant = await Get(
+        Variant,
+        VariantRequest(tgt.address, tgt[AcceleratorField].value, tgt[PlatformField].value, tuple(tgt.get(ExtraIndexesField).value or ())),
+    )
     maybe = await Get(MaybeLockfile, LockfileRequest(variant.lockfile))
     return BackendVariant(
         variant=variant,

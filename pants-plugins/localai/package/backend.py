@@ -22,6 +22,7 @@ and under dist/images/<name>/<accel>/ the OCI image of that folder (image.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from pants.backend.python.pip_requirement import PipRequirement
 from pants.backend.python.target_types import EntryPoint, PexLayout
@@ -61,6 +62,24 @@ BUILD_ONLY_REQUIREMENT = "grpcio-tools"
 
 class GrpcToolsMissingError(LocalAIError):
     pass
+
+
+class ExtraIndexMismatchError(LocalAIError):
+    pass
+
+
+def check_extra_indexes(variant: Variant, layered: LayeredRequirements) -> None:
+    """The indexes its resolve sees (BUILD's extra_indexes -> its pip options) are the ones its
+    requirement files name and [localai.overrides.<folder>] declares: else the BUILD file is stale."""
+    if layered.extra_indexes == variant.extra_indexes:
+        return
+    raise ExtraIndexMismatchError(
+        f"{variant.address}: its requirement files name the extra indexes [{', '.join(layered.extra_indexes)}] "
+        f"(declared in [localai.overrides.{PurePath(variant.directory).name}] of 3rdparty/accelerators.toml), but "
+        f"{variant.directory}/BUILD gives its resolve [{', '.join(variant.extra_indexes)}] ({variant.pip_options}). "
+        f"Fix: run `./pants localai-import {PurePath(variant.directory).parent}`, then "
+        f"`./pants generate-lockfiles --resolve={variant.resolve}`."
+    )
 
 
 class PexToolError(LocalAIError):
@@ -173,6 +192,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
     backend_variant = await Get(BackendVariant, BackendVariantRequest(field_set.address))
     variant, lockfile, version = backend_variant.variant, backend_variant.packageable_lock(), backend_variant.version
     layered = await Get(LayeredRequirements, RequirementsOfVariant(field_set.address, variant))
+    check_extra_indexes(variant, layered)
     requirements = runtime_requirements(variant, layered, backend_variant.layout)
     ics = InterpreterConstraints([variant.accelerator.python])
     # The pinned portable CPython is an x86_64 build: a cross-built folder runs on the host's python3.11.

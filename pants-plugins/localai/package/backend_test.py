@@ -124,3 +124,38 @@ def test_packaging_reads_requirements_through_the_variants_requirements_target()
     )
     with pytest.raises(ExecutionError, match=r'depends on 0 localai_requirements targets .* dependencies=\[":requirements-cpu"'):
         rule_runner.request(LayeredRequirements, [RequirementsOfVariant(address, variant)])
+
+
+OWN_INDEX = "https://wheels.example.org/cu130"
+
+
+def test_a_variant_with_extra_indexes_needs_its_own_pip_options_in_pants_toml() -> None:
+    rule_runner = _runner()
+    build = f'localai_backend(accelerators=["cpu", "cuda13"])\nlocalai_backend_variant(name="own", accelerator="cuda13", extra_indexes=["{OWN_INDEX}"])\n'
+    _bark(rule_runner, accels=("cpu", "cuda13"), build=build)
+    own = Address("backends/bark", target_name="own")
+    # The variant's resolve is bark-cuda13 (its accelerator), so pants.toml must name its own file for it.
+    with pytest.raises(ExecutionError) as e:
+        rule_runner.request(BackendVariant, [BackendVariantRequest(own)])
+    msg = str(e.value)
+    assert "gives '3rdparty/accelerators/cuda13.txt', not its own pip options (the accelerator's plus " + OWN_INDEX in msg
+    assert '"bark-cuda13" = "3rdparty/accelerators/variants/bark-cuda13.txt"' in msg and "./pants localai-resolves" in msg
+    rule_runner.set_options(resolve_options("bark", ("cpu", "cuda13"), matrix_pip={"cuda13": "3rdparty/accelerators/variants/bark-cuda13.txt"}))
+    v = rule_runner.request(BackendVariant, [BackendVariantRequest(own)]).variant
+    assert (v.extra_indexes, v.pip_options) == ((OWN_INDEX,), "3rdparty/accelerators/variants/bark-cuda13.txt")
+
+
+def test_packaging_refuses_extra_indexes_the_requirement_files_do_not_name() -> None:
+    from localai.package.backend import ExtraIndexMismatchError, check_extra_indexes
+    from localai.package.records import backend_record_json
+
+    variant = Variant.of(Address("backends/localai/llm", target_name="cuda13"), MATRIX.accelerators["cuda13"], extra_indexes=(OWN_INDEX,))
+    check_extra_indexes(variant, LayeredRequirements((), (), extra_indexes=(OWN_INDEX,)))
+    with pytest.raises(ExtraIndexMismatchError) as e:
+        check_extra_indexes(variant, LayeredRequirements((), ()))
+    assert "Fix: run `./pants localai-import backends/localai`" in str(e.value)
+    from localai.model.artifact import PexTree
+    from localai.model.lockfile import Lockfile
+
+    record = json.loads(backend_record_json(variant, "0.1.0", Lockfile("lockfiles/x.lock", "ab", b""), PexTree("cd", 1, ())))
+    assert (record["extra_indexes"], record["pip_options"]) == ([OWN_INDEX], "3rdparty/accelerators/variants/localai-llm-cuda13.txt")

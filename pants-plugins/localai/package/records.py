@@ -48,6 +48,8 @@ def backend_record_json(
             "provenance": PROVENANCE_NAME,
             # Imported LocalAI folders: pins the accelerator's policy replaced (upstream/layout.py).
             **({"pin_policy": list(pin_policy)} if pin_policy else {}),
+            # The folder's own indexes, seen by this variant's resolve alone (its pip options file).
+            **({"extra_indexes": list(variant.extra_indexes), "pip_options": variant.pip_options} if variant.extra_indexes else {}),
             # The portable CPython in python/ (portable_python.py); absent: the host's python.
             **({"interpreter": interpreter} if interpreter else {}),
         }

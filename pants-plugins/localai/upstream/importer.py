@@ -11,7 +11,10 @@ Folder by folder: a folder that cannot be imported (no backend.py, a requirement
 after a profile we do not know, a line the requirement parser refuses) is skipped with its
 reason (file, line, fix) and every other folder is written; a profile that cannot be imported
 (an index line that would break an accelerator's isolation) is skipped alone, its folder's other
-variants declared. The summary says "imported N of M folders"; the exit code is non-zero while
+variants declared. An index of the folder's own that `[localai.overrides.<folder>] extra_indexes`
+declares for that variant is honoured: the BUILD line carries `extra_indexes`, and the variant's
+resolve alone gets a pip options file with it (goals/resolves.py writes it, from the BUILD files).
+The summary says "imported N of M folders"; the exit code is non-zero while
 anything was skipped, unless `--allow-skipped` is given (a skipped folder's old BUILD file and
 pants.toml entries are left as they were: nothing is written for it).
 
@@ -38,10 +41,10 @@ from pants.engine.rules import Get, collect_rules, goal_rule
 from pants.option.option_types import BoolOption
 
 from localai.errors import LocalAIError
-from localai.goals.resolves import PANTS_TOML, DeclaredResolves, PantsTomlUpdate, ResolveEntry, update_pants_toml
+from localai.goals.resolves import PANTS_TOML, DeclaredResolves, ResolveEntry, orphan_lines, pants_toml_update_for
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.lockfile import LockfileRequest, MaybeLockfile
-from localai.model.variant import backend_name, lockfile_path, resolve_name
+from localai.model.variant import backend_name, lockfile_path, pip_options_path, resolve_name
 from localai.upstream import report
 from localai.upstream.git_pins import (
     GIT_PINS_PATH,
@@ -75,13 +78,24 @@ class ImportedVariant:
     directory: str  # e.g. backends/localai/rerankers
     backend: str  # resolve prefix, e.g. localai-rerankers
     accelerator: str
-    pip_options: str
+    accelerator_pip_options: str
     replacements: tuple[str, ...]
     not_lockable: str | None
+    # The folder's own indexes for this variant ([localai.overrides.<folder>] extra_indexes)
+    extra_indexes: tuple[str, ...] = ()
 
     @property
     def resolve(self) -> str:
         return resolve_name(self.backend, self.accelerator)
+
+    @property
+    def pip_options(self) -> str:
+        """As Variant.pip_options names it once the BUILD file is written."""
+        return pip_options_path(self.accelerator_pip_options, self.resolve, self.extra_indexes)
+
+    def entry(self) -> ResolveEntry:
+        own = self.accelerator_pip_options if self.extra_indexes else ""
+        return ResolveEntry(self.resolve, lockfile_path(self.resolve), self.pip_options, self.directory, self.extra_indexes, own)
 
 
 @dataclass(frozen=True)
@@ -121,12 +135,16 @@ def _pylist(items) -> str:
 
 
 def build_line(variants: list[ImportedVariant]) -> str:
-    accels = _pylist(v.accelerator for v in variants)
+    args = [f"accelerators={_pylist(v.accelerator for v in variants)}"]
     notes = {v.accelerator: v.not_lockable for v in variants if v.not_lockable}
-    if not notes:
-        return f"localai_import(accelerators={accels})"
-    pairs = ", ".join(f'"{a}": {n!r}' for a, n in notes.items())
-    return f"localai_import(accelerators={accels}, not_lockable_here={{{pairs}}})"
+    if notes:
+        pairs = ", ".join(f'"{a}": {n!r}' for a, n in notes.items())
+        args.append(f"not_lockable_here={{{pairs}}}")
+    extra = {v.accelerator: v.extra_indexes for v in variants if v.extra_indexes}
+    if extra:
+        pairs = ", ".join(f'"{a}": {_pylist(urls)}' for a, urls in extra.items())
+        args.append(f"extra_indexes={{{pairs}}}")
+    return f"localai_import({', '.join(args)})"
 
 
 def plan_import(
@@ -181,7 +199,15 @@ def plan_import(
                 "cannot be built here: " + "; ".join(layered.unsatisfied) if layered.unsatisfied else None
             )
             declared.append(
-                ImportedVariant(directory, backend_name(directory), accel.name, accel.pip_options, layered.replacements, not_lockable)
+                ImportedVariant(
+                    directory,
+                    backend_name(directory),
+                    accel.name,
+                    accel.pip_options,
+                    layered.replacements,
+                    not_lockable,
+                    layered.extra_indexes,
+                )
             )
         if not declared and folder_skips:
             # Every profile failed (often one line of the shared requirements.txt): the folder is skipped.
@@ -221,9 +247,7 @@ def import_entries(root: str, declared: tuple[ResolveEntry, ...], plan: ImportPl
     kept = {f"{root}/{name}" for name in plan.folders if name not in plan.imported}
     in_root = lambda d: d == root or d.startswith(root + "/")  # noqa: E731
     others = tuple(e for e in declared if not in_root(e.directory) or e.directory in kept)
-    return others + tuple(
-        ResolveEntry(v.resolve, lockfile_path(v.resolve), v.pip_options, v.directory) for v in plan.variants
-    )
+    return others + tuple(v.entry() for v in plan.variants)
 
 
 class LocalAIImportSubsystem(GoalSubsystem):
@@ -329,6 +353,8 @@ async def localai_import(
             console.print_stdout(f"{v.resolve}: {v.accelerator} variant{status}")
             for r in v.replacements:
                 console.print_stdout(f"  pin policy: {r}")
+            for url in v.extra_indexes:
+                console.print_stdout(f"  extra index: {url}, seen by {v.resolve} alone ({v.pip_options})")
         writes.update(plan.build_files)
         entries = import_entries(root, entries, plan)
         console.print_stderr(f"localai-import: {plan.summary(root)}")
@@ -342,8 +368,11 @@ async def localai_import(
         )
     if pins.commits:
         writes[GIT_PINS_PATH] = pins.render()
-    update = await Get(PantsTomlUpdate)
-    writes[PANTS_TOML] = update_pants_toml(update.current, entries)
+    update = await pants_toml_update_for(entries)
+    writes[PANTS_TOML] = update.updated
+    writes.update(update.files)
+    for line in orphan_lines(update):
+        console.print_stderr(line)
     current = await Get(DigestContents, PathGlobs(list(writes)))
     have = {fc.path: fc.content.decode() for fc in current}
     changed = {p: c for p, c in writes.items() if have.get(p) != c}

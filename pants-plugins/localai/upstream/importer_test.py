@@ -6,7 +6,7 @@ import pytest
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
-from localai.goals.resolves import ResolveEntry
+from localai.goals.resolves import ResolveEntry, ResolvesGoal
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.requirements import LayeredRequirements, LayeredRequirementsRequest
 from localai.testutil import PANTS_TOML, make_rule_runner, repo_file
@@ -234,3 +234,101 @@ def test_goal_pins_git_refs_once_and_an_unreachable_one_is_not_lockable(tmp_path
     again = _run(rule_runner)
     assert again.exit_code == 0 and "wrote" not in again.stdout and f"git pin: {reachable}" not in again.stdout
     assert _run(rule_runner, "--check").exit_code == 0
+
+
+# A folder-scoped extra index (vllm's requirements-cublas13.txt names wheels.vllm.ai's cu130 wheels).
+OWN_INDEX = "https://wheels.example.org/0.1/cu130"
+LLM = {
+    "backend.py": "",
+    "requirements.txt": "grpcio==1.85.3\n",
+    "requirements-cpu.txt": "llmlib==0.1\n",
+    "requirements-cublas13.txt": f"--extra-index-url {OWN_INDEX}\nllmlib==0.1\n",
+}
+DECLARED = f'\n[localai.overrides.llm]\nextra_indexes = {{ cuda13 = ["{OWN_INDEX}"] }}\n'
+
+
+def test_a_declared_folder_index_is_seen_by_that_variants_resolve_alone(matrix) -> None:
+    conventions = LocalAIConventions.parse(MATRIX + DECLARED, matrix)
+    # The same line in the cuda12 profile's file: declared for cuda13 only, so refused there.
+    folder = dict(LLM, **{"requirements-cublas12.txt": f"--extra-index-url {OWN_INDEX}\nllmlib==0.1\n"})
+    plan = plan_import(ROOT, {"common": {}, "llm": folder}, matrix, conventions)
+    assert plan.build_files[f"{ROOT}/llm/BUILD"].splitlines()[1] == (
+        f'localai_import(accelerators=["cpu", "cuda13"], extra_indexes={{"cuda13": ["{OWN_INDEX}"]}})'
+    )
+    by_accel = {v.accelerator: v for v in plan.variants}
+    assert by_accel["cuda13"].extra_indexes == (OWN_INDEX,)
+    assert by_accel["cuda13"].pip_options == "3rdparty/accelerators/variants/localai-llm-cuda13.txt"
+    assert f"requirements-cublas13.txt line 1 names index {OWN_INDEX}: seen by this cuda13 variant's resolve alone" in (
+        " ".join(by_accel["cuda13"].replacements)
+    )
+    assert by_accel["cpu"].extra_indexes == () and by_accel["cpu"].pip_options == "3rdparty/accelerators/cpu.txt"
+    [skip] = plan.skipped
+    assert (skip.directory, skip.accelerator) == (f"{ROOT}/llm", "cuda12")
+    assert f"{ROOT}/llm/requirements-cublas12.txt line 1: `--extra-index-url {OWN_INDEX}`" in skip.reason
+    entries = {e.resolve: e for e in import_entries(ROOT, (), plan)}
+    assert entries["localai-llm-cuda13"] == ResolveEntry(
+        "localai-llm-cuda13",
+        "lockfiles/localai-llm-cuda13.lock",
+        "3rdparty/accelerators/variants/localai-llm-cuda13.txt",
+        f"{ROOT}/llm",
+        (OWN_INDEX,),
+        "3rdparty/accelerators/cuda13.txt",
+    )
+    assert entries["localai-llm-cpu"].pip_options == "3rdparty/accelerators/cpu.txt"
+
+
+def test_an_undeclared_folder_index_skips_the_variant_naming_file_line_and_the_declaration(matrix, conventions) -> None:
+    plan = plan_import(ROOT, {"common": {}, "llm": LLM}, matrix, conventions)
+    [skip] = plan.skipped
+    assert (skip.directory, skip.accelerator) == (f"{ROOT}/llm", "cuda13")
+    assert skip.reason.startswith(f"{ROOT}/llm/requirements-cublas13.txt line 1: `--extra-index-url {OWN_INDEX}`"), skip.reason
+    assert (
+        f'Fix: move the line to the requirement file of the profile whose index it is, or declare that index for cuda13 in '
+        f'3rdparty/accelerators.toml. If the index belongs to this folder\'s cuda13 variant alone, declare it: '
+        f'`[localai.overrides.llm] extra_indexes = {{ cuda13 = ["{OWN_INDEX}"] }}` in 3rdparty/accelerators.toml'
+    ) in skip.reason
+    assert [v.accelerator for v in plan.variants] == ["cpu"]
+
+
+def test_the_repository_declares_vllms_cu130_wheels_for_its_cuda13_variant_alone(matrix, conventions) -> None:
+    url = "https://wheels.vllm.ai/0.27.1/cu130"
+    assert dict(conventions.overrides["vllm"].extra_indexes) == {"cuda13": (url,)}
+    folder = {
+        "backend.py": "",
+        "requirements-cpu.txt": "vllm\n",
+        "requirements-cublas13.txt": f"--extra-index-url {url}\nvllm\n",
+        "requirements-cublas12.txt": f"--extra-index-url {url}\nvllm\n",
+    }
+    plan = plan_import(ROOT, {"common": {}, "vllm": folder}, matrix, conventions)
+    assert [(v.accelerator, v.extra_indexes) for v in plan.variants] == [("cpu", ()), ("cuda13", (url,))]
+    assert [(s.accelerator, "line 1" in s.reason) for s in plan.skipped] == [("cuda12", True)]
+
+
+def test_goal_writes_the_variants_own_pip_options_and_localai_resolves_agrees() -> None:
+    rule_runner = make_rule_runner()
+    rule_runner.write_files({
+        "pants.toml": PANTS_TOML,
+        "3rdparty/accelerators.toml": MATRIX + DECLARED,
+        "3rdparty/accelerators/cpu.txt": repo_file("3rdparty/accelerators/cpu.txt"),
+        "3rdparty/accelerators/cuda13.txt": "# PyPI only.\n--only-binary=:none:\n",
+        f"{ROOT}/common/grpc_auth.py": "",
+        **{f"{ROOT}/llm/{k}": v for k, v in LLM.items()},
+    })
+    result = _run(rule_runner)
+    assert result.exit_code == 0, result.stderr
+    own = "3rdparty/accelerators/variants/localai-llm-cuda13.txt"
+    assert f"  extra index: {OWN_INDEX}, seen by localai-llm-cuda13 alone ({own})" in result.stdout
+    toml_text = Path(rule_runner.build_root, "pants.toml").read_text()
+    assert f'"localai-llm-cuda13" = "{own}"' in toml_text
+    assert '"localai-llm-cpu" = "3rdparty/accelerators/cpu.txt"' in toml_text
+    lines = Path(rule_runner.build_root, own).read_text().splitlines()
+    # The accelerator's options (not its comments), then the folder's index; no other file names it.
+    assert [x for x in lines if not x.startswith("#")] == ["--only-binary=:none:", f"--extra-index-url {OWN_INDEX}"]
+    assert OWN_INDEX not in Path(rule_runner.build_root, "3rdparty/accelerators/cuda13.txt").read_text()
+    assert _run(rule_runner, "--check").exit_code == 0
+    # localai-resolves, reading the BUILD file written, renders the same pants.toml and file.
+    assert rule_runner.run_goal_rule(ResolvesGoal, args=["--check"]).exit_code == 0
+    # A stale own file is found by both goals.
+    Path(rule_runner.build_root, own).write_text("--extra-index-url https://elsewhere.invalid/simple\n")
+    assert rule_runner.run_goal_rule(ResolvesGoal, args=["--check"]).exit_code == 1
+    assert _run(rule_runner, "--check").exit_code == 1

@@ -9,7 +9,10 @@
   file's pin of a project replaces an earlier one, as a later `uv pip install` would.
 - Index isolation: an `--extra-index-url`/`--index-url` line is honoured only when it is the
   index of the accelerator being built (its resolve already sees that index, through
-  3rdparty/accelerators/<accel>.txt); any other index is refused, naming the file and line.
+  3rdparty/accelerators/<accel>.txt), or an `--extra-index-url` that
+  `[localai.overrides.<folder>] extra_indexes = { <accel> = [...] }` declares for that folder's
+  variant alone (then that variant's resolve alone sees it, through a pip options file of its
+  own: goals/resolves.py); any other index is refused, naming the file, the line and that fix.
 - Pin policy: torch-family pins are replaced by what the accelerator provides
   ([localai.torch_family.<accel>]); each replacement is recorded as one sentence.
 - Direct references: LocalAI's bare `git+https://host/repo[@ref]` lines and bare wheel/sdist URL
@@ -79,6 +82,9 @@ class InstallShOverride:
     no_deps: tuple[str, ...] = ()  # projects install.sh installs with --no-deps
     out_of_scope: str | None = None  # a build step the import does not reproduce, and why
     accelerators: tuple[str, ...] = ()  # the variants install.sh does it for; () means all
+    # accelerator -> indexes this folder's variant of it may name (`--extra-index-url`), seen by
+    # that variant's resolve alone; keyed by accelerator, so `accelerators` does not scope it
+    extra_indexes: FrozenDict[str, tuple[str, ...]] = FrozenDict()
 
     def reasons(self, folder: str, accelerator: str) -> tuple[str, ...]:
         if self.accelerators and accelerator not in self.accelerators:
@@ -94,7 +100,7 @@ class InstallShOverride:
         return tuple(found)
 
 
-_OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators"}
+_OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators", "extra_indexes"}
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,22 @@ class LocalAIConventions:
             accels = tuple(entry.get("accelerators", ()))
             for accel in accels:
                 matrix.get(accel, context=f"{where} accelerators")
-            overrides[folder] = InstallShOverride(tuple(normalized_name(n) for n in no_deps), out_of_scope, accels)
+            extra = entry.get("extra_indexes", {})
+            if not isinstance(extra, dict) or not all(
+                isinstance(urls, list) and urls and all(isinstance(u, str) and "://" in u for u in urls) for urls in extra.values()
+            ):
+                raise LocalAILayoutError(
+                    f"{where}: extra_indexes must map an accelerator to the index URLs its variant of this folder may name. "
+                    f"Fix: e.g. extra_indexes = {{ cuda13 = [\"https://wheels.vllm.ai/0.27.1/cu130\"] }}."
+                )
+            for accel in extra:
+                matrix.get(accel, context=f"{where} extra_indexes")
+            overrides[folder] = InstallShOverride(
+                tuple(normalized_name(n) for n in no_deps),
+                out_of_scope,
+                accels,
+                FrozenDict({a: tuple(u.rstrip("/") for u in urls) for a, urls in sorted(extra.items())}),
+            )
         return cls(FrozenDict(profiles), FrozenDict(family), FrozenDict(aliases), FrozenDict(overrides))
 
     def profile_of(self, accelerator: str) -> Profile | None:
@@ -205,25 +226,55 @@ def index_lines(content: str) -> list[tuple[int, str, str]]:
     return found
 
 
-def check_isolation(path: str, content: str, accel: Accelerator, aliases: tuple[str, ...] = ()) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class IndexCheck:
+    notes: tuple[str, ...]  # one sentence per index line honoured other than the accelerator's own
+    extra_indexes: tuple[str, ...]  # the folder's declared indexes its lines name (for this variant's resolve)
+
+
+def check_isolation(
+    path: str,
+    content: str,
+    accel: Accelerator,
+    aliases: tuple[str, ...] = (),
+    declared: tuple[str, ...] = (),
+) -> IndexCheck:
     """Refuses an index that is not the accelerator's own: its resolve would see another build.
-    Returns notes for the indexes honoured by dropping (aliases of the accelerator's index)."""
-    notes = []
+    Honours, with a note, aliases of the accelerator's index (dropped) and the ``declared`` extra
+    indexes of this folder's variant ([localai.overrides.<folder>] extra_indexes; returned, so
+    that variant's resolve alone sees them)."""
+    notes, extra = [], []
+    file = PurePath(path).name
+    folder = PurePath(path).parent.name
     for lineno, opt, url in index_lines(content):
         if opt in ("--extra-index-url", "--index-url", "-i"):
             if url.rstrip("/") == accel.index.rstrip("/"):
                 continue  # honoured: the accelerator's resolve already sees this index (its pip options)
             if url.rstrip("/") in aliases:
-                notes.append(f"{PurePath(path).name} names index {url}; {accel.name} takes its torch family from {accel.index}")
+                notes.append(f"{file} names index {url}; {accel.name} takes its torch family from {accel.index}")
                 continue
+            if opt == "--extra-index-url" and url.rstrip("/") in declared:
+                extra.append(url.rstrip("/"))
+                notes.append(
+                    f"{file} line {lineno} names index {url}: seen by this {accel.name} variant's resolve alone "
+                    f"([localai.overrides.{folder}] extra_indexes in {MATRIX_PATH})"
+                )
+                continue
+        declare = (
+            f" If the index belongs to this folder's {accel.name} variant alone, declare it: "
+            f"`[localai.overrides.{folder}] extra_indexes = {{ {accel.name} = [\"{url.rstrip('/')}\"] }}` in {MATRIX_PATH} "
+            f"(that variant's resolve alone then sees it), then re-run `./pants localai-import`."
+            if opt == "--extra-index-url"
+            else ""
+        )
         raise LocalAILayoutError(
             f"{path} line {lineno}: `{opt} {url}` would break the {accel.name} accelerator's index "
             f"isolation: its resolves see PyPI and {accel.index} only ({accel.pip_options}), so "
             f"another index could lock another accelerator's wheel. Fix: move the line to the "
             f"requirement file of the profile whose index it is, or declare that index for "
-            f"{accel.name} in {MATRIX_PATH}."
+            f"{accel.name} in {MATRIX_PATH}.{declare}"
         )
-    return tuple(notes)
+    return IndexCheck(tuple(notes), tuple(dict.fromkeys(extra)))
 
 
 _BARE_URL = re.compile(r"^(?P<url>git\+(?:https?|ssh|file)://\S+|https?://\S+|file://\S+)\s*(?P<marker>;.*)?$")
@@ -347,9 +398,14 @@ def variant_requirements(
     if problems:
         raise LocalAILayoutError("\n".join(problems))
     ordered = [(f"{directory}/{name}", files[name]) for name in install_order(profile) if name in files]
-    index_notes, url_notes, unpinned = [], [], []
+    override = conventions.overrides.get(PurePath(directory).name, InstallShOverride())
+    index_notes, extra_indexes, url_notes, unpinned = [], [], [], []
     for path, content in ordered:
-        index_notes.extend(check_isolation(path, content, accel, conventions.index_aliases.get(accel.name, ())))
+        checked = check_isolation(
+            path, content, accel, conventions.index_aliases.get(accel.name, ()), override.extra_indexes.get(accel.name, ())
+        )
+        index_notes.extend(checked.notes)
+        extra_indexes.extend(checked.extra_indexes)
     read = []
     for path, content in ordered:
         refs = direct_references(path, content, pins)
@@ -365,12 +421,12 @@ def variant_requirements(
             f"`name @ url`), or remove the folder from this tree."
         ) from e
     result = apply_policy(merged, accel.name, conventions)
-    override = conventions.overrides.get(PurePath(directory).name, InstallShOverride())
     return LayeredRequirements(
         result.requirements,
         tuple(p for p, _ in ordered),
         result.replacements + tuple(index_notes) + tuple(url_notes),
         result.unsatisfied + tuple(unpinned) + override.reasons(PurePath(directory).name, accel.name),
+        tuple(dict.fromkeys(extra_indexes)),
     )
 
 

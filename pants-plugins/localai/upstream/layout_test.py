@@ -5,6 +5,7 @@ from pants.backend.python.target_types import PythonRequirementResolveField, Pyt
 from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 
+from localai.errors import LocalAIError
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.requirements import layer_with_origin
 from localai.testutil import make_rule_runner, repo_file
@@ -342,7 +343,14 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
 @pytest.mark.parametrize(
     "table, message",
     [
-        ('[localai.overrides.x]\nno_dep = ["a"]\n', r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, no_deps, out_of_scope"),
+        (
+            '[localai.overrides.x]\nno_dep = ["a"]\n',
+            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, out_of_scope",
+        ),
+        (
+            '[localai.overrides.x]\nextra_indexes = ["https://a.invalid/simple"]\n',
+            r"\[localai.overrides.x\]: extra_indexes must map an accelerator to the index URLs",
+        ),
         ('[localai.overrides.x]\nno_deps = "a"\n', r"\[localai.overrides.x\]: no_deps must be a list of project names"),
         ('[localai.overrides.x]\nout_of_scope = " "\n', r"\[localai.overrides.x\]: out_of_scope must say why"),
     ],
@@ -350,6 +358,11 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
 def test_a_malformed_override_is_refused_naming_the_table_and_the_fix(matrix, table, message) -> None:
     with pytest.raises(LocalAILayoutError, match=message):
         LocalAIConventions.parse(MATRIX + "\n" + table, matrix)
+
+
+def test_an_extra_index_for_an_unknown_accelerator_is_refused_naming_the_table(matrix) -> None:
+    with pytest.raises(LocalAIError, match=r"\[localai.overrides.x\] extra_indexes: unknown accelerator 'cuda14'"):
+        LocalAIConventions.parse(MATRIX + '\n[localai.overrides.x]\nextra_indexes = { cuda14 = ["https://a.invalid/simple"] }\n', matrix)
 
 
 def test_the_repository_overrides_name_localai_folders_install_sh_steps(conventions) -> None:
