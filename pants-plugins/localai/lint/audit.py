@@ -43,7 +43,7 @@ from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
-from localai.model.accelerators import Accelerator, canonical_soname, is_gpu_runtime
+from localai.model.accelerators import MATRIX_PATH, Accelerator, canonical_soname, is_gpu_runtime
 from localai.model.artifact import BackendVariantFieldSet, PexTree
 from localai.model.lockfile import Lockfile
 from localai.model.variant import BackendVariant, BackendVariantRequest
@@ -194,7 +194,7 @@ MANYLINUX_SYSTEM_LIBS = frozenset(
 def host_library_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tuple[str, ...]:
     """One line per ELF file that NEEDs a library the artifact does not ship and a manylinux host
     need not have (chatterbox:cpu-arm64's torchaudio 2.6.0 NEEDs libgomp.so.1, which torch's
-    aarch64 wheel does not bundle): it imports only where the host happens to have it. GPU
+    aarch64 wheel does not bundle): it loads only where the host happens to have it. GPU
     runtimes are gpu_link_lines' business; the accelerator's system_libs are the driver's."""
     shipped = {f.file.rsplit("/", 1)[-1] for f in files}
     lines = []
@@ -211,8 +211,9 @@ def host_library_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> 
             where = f"wheel {f.dist}" if f.dist else "the backend's own files"
             lines.append(
                 f"{where}: {f.file} NEEDs {', '.join(missing)}, which the artifact does not ship and a manylinux "
-                f"host need not have (it fails to import there); take a build of "
-                f"{project_of_wheel(f.dist) if f.dist else 'it'} that bundles it, or add the wheel that ships it"
+                f"host need not have (it loads only where the host has it); take a build of "
+                f"{project_of_wheel(f.dist) if f.dist else 'it'} that bundles it, add the wheel that ships it, or "
+                f"declare it in the accelerator's system_libs ({MATRIX_PATH}) if every host of the variant has it"
             )
     return tuple(lines)
 

@@ -196,8 +196,9 @@ def test_a_library_neither_shipped_nor_on_every_manylinux_host_fails_naming_it(t
     line = next(l for l in lines if "libtorchaudio.abi3.so" in l)
     assert line == (
         f"backends/demo:cuda13: wheel {CUDA_WHEEL.name}: torchaudio/lib/libtorchaudio.abi3.so NEEDs libc10.so, libtorch.so, "
-        "libtorch_cpu.so, which the artifact does not ship and a manylinux host need not have (it fails to import there); "
-        "take a build of torchaudio that bundles it, or add the wheel that ships it"
+        "libtorch_cpu.so, which the artifact does not ship and a manylinux host need not have (it loads only where the host "
+        "has it); take a build of torchaudio that bundles it, add the wheel that ships it, or declare it in the accelerator's "
+        "system_libs (3rdparty/accelerators.toml) if every host of the variant has it"
     )
 
 
