@@ -229,6 +229,7 @@ class IndexMember:
 
     variant: str  # its name, e.g. cpu-arm64
     platform: str  # os/architecture of its image
+    lockfile: str
     lockfile_sha256: str
 
 
@@ -279,7 +280,7 @@ async def gallery_targets(request: GalleryTargetsRequest) -> GalleryTargets:
     for bv in chosen.locked():
         if bv.variant.platform.cross:
             members.setdefault((bv.variant.backend, bv.variant.accelerator.name), []).append(
-                IndexMember(bv.variant.name, oci_platform(bv.variant), bv.lockfile.sha256)
+                IndexMember(bv.variant.name, oci_platform(bv.variant), bv.lockfile.path, bv.lockfile.sha256)
             )
     alone = set(members) - {(v.backend, v.accelerator.name) for _, v in kept}
     left_out += [
@@ -313,7 +314,9 @@ def oci_platform(variant: Variant) -> str:
     return f"linux/{variant.platform.oci_architecture}"
 
 
-def _built_image(root: Path, distdir: Path, address: str, t: GalleryTarget, variant: str, lockfile_sha256: str) -> dict[str, Any]:
+def _built_image(
+    root: Path, distdir: Path, address: str, t: GalleryTarget, variant: str, lockfile: str, lockfile_sha256: str
+) -> dict[str, Any]:
     """image.json of one variant's built image, checked against its build record's lockfile."""
     fix = f"run `./pants package {address}`"
     record_path = distdir / folder_path(t.backend, variant) / BUILD_RECORD
@@ -329,7 +332,7 @@ def _built_image(root: Path, distdir: Path, address: str, t: GalleryTarget, vari
         raise GalleryError(f"{address}: {image_path} is not an image.json of `pants package` ({e!r}). Fix: {fix}.") from e
     if record.get("lockfile_sha256") != lockfile_sha256:
         raise GalleryError(
-            f"{address}: {record_path} is stale: it was built from another lockfile than the committed one "
+            f"{address}: {record_path} is stale: it was built from another {lockfile} than the committed one "
             f"(sha256 {record.get('lockfile_sha256')} != {lockfile_sha256}). Fix: {fix}."
         )
     return image
@@ -337,14 +340,15 @@ def _built_image(root: Path, distdir: Path, address: str, t: GalleryTarget, vari
 
 def read_built_image(root: Path, distdir: Path, t: GalleryTarget) -> dict[str, Any]:
     """The digest the entry names (the image's, or its image index's) and the image's tarball (paths under root)."""
-    image = _built_image(root, distdir, t.address, t, t.accelerator, t.lockfile_sha256)
+    image = _built_image(root, distdir, t.address, t, t.accelerator, t.lockfile, t.lockfile_sha256)
     tarball = str(distdir / image_dir(t.backend, t.accelerator) / IMAGE_TARBALL)
     if not t.index_members:
         return {"digest": image["manifest_digest"], "tarball": tarball}
     package = t.address.rsplit(":", 1)[0]
     expected = {t.platform: image["manifest_digest"]}
     for m in t.index_members:
-        expected[m.platform] = _built_image(root, distdir, f"{package}:{m.variant}", t, m.variant, m.lockfile_sha256)["manifest_digest"]
+        member = _built_image(root, distdir, f"{package}:{m.variant}", t, m.variant, m.lockfile, m.lockfile_sha256)
+        expected[m.platform] = member["manifest_digest"]
     index_address = f"{t.address}{INDEX_SUFFIX}"
     index_path = distdir / image_dir(t.backend, t.accelerator + INDEX_SUFFIX) / IMAGE_JSON
     try:
