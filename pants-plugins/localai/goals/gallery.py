@@ -41,7 +41,7 @@ from localai.errors import LocalAIError
 from localai.model.accelerators import MATRIX_PATH
 from localai.model.records import BUILD_RECORD
 from localai.model.variant import BackendVariants, BackendVariantsRequest, entry_name, folder_path
-from localai.oci.image import IMAGE_JSON, IMAGE_TARBALL, image_dir
+from localai.oci.image import IMAGE_JSON, LAYOUT_DIR, image_dir
 from localai.oci.options import OciSubsystem
 
 GALLERY_PATH = "gallery/index.yaml"  # under dist/
@@ -304,7 +304,7 @@ def read_built_image(root: Path, distdir: Path, t: GalleryTarget) -> dict[str, A
             f"{t.address}: {record_path} is stale: it was built from another {t.lockfile} than the committed one "
             f"(sha256 {record.get('lockfile_sha256')} != {t.lockfile_sha256}). Fix: {fix}."
         )
-    return {"digest": digest, "tarball": str(distdir / image_dir(t.backend, t.accelerator) / IMAGE_TARBALL)}
+    return {"digest": digest, "layout": str(distdir / image_dir(t.backend, t.accelerator) / LAYOUT_DIR)}
 
 
 def build_index(

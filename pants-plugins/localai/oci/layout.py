@@ -4,7 +4,7 @@ LocalAI's backend images are `FROM scratch` images whose root is the backend fol
 the artifact, its records). This module writes such an image twice over:
 
   <out>/layout/           an OCI image layout (oci-layout, index.json, blobs/sha256/...)
-  <out>/image.oci.tar     the same files as one tarball that is both an OCI layout archive and
+  <out>/image.oci.tar     (on demand) the same files as one tarball that is both an OCI layout archive and
                           a `docker save` archive (manifest.json), which is what LocalAI's
                           `ocifile://` side-loading reads (go-containerregistry's tarball package)
 
@@ -396,19 +396,33 @@ def image_main(argv: list[str]) -> int:
     parser.add_argument("--ref-name", required=True)
     parser.add_argument("--annotation", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--architecture", default="amd64", help="the config's architecture (amd64, arm64)")
+    parser.add_argument("--tarball", action="store_true", help="also write <out>/image.oci.tar (needs the blobs)")
     args = parser.parse_args(argv)
     layers = [Layer.from_json(d) for d in json.loads(args.layers.read_text())]
     layout = args.out / "layout"
     image = write_image_files(
         layout, layers, ref_name=args.ref_name, annotations=dict(a.split("=", 1) for a in args.annotation), architecture=args.architecture
     )
-    hexes = [layer.blob.digest.split(":")[1] for layer in layers]
-    write_tarball(layout, args.out / "image.oci.tar", tuple(args.blobs / f"blob-{h}" / h for h in dict.fromkeys(hexes)))
+    if args.tarball:
+        hexes = [layer.blob.digest.split(":")[1] for layer in layers]
+        write_tarball(layout, args.out / "image.oci.tar", tuple(args.blobs / f"blob-{h}" / h for h in dict.fromkeys(hexes)))
     (args.out / "image.json").write_text(_summary(image, args.ref_name))
     return 0
 
 
-COMMANDS = {"layer": layer_main, "image": image_main}
+def tarball_main(argv: list[str]) -> int:
+    """image.oci.tar of a complete OCI layout (dist/images/<name>/<accel>/layout/), on demand: the
+    bytes `pants package --localai-oci-tarball` writes."""
+    parser = argparse.ArgumentParser(description=tarball_main.__doc__.splitlines()[0])
+    parser.add_argument("layout", type=Path)
+    parser.add_argument("dest", type=Path)
+    args = parser.parse_args(argv)
+    read_layout(args.layout)  # refuses a folder that is no image layout
+    write_tarball(args.layout, args.dest)
+    return 0
+
+
+COMMANDS = {"layer": layer_main, "image": image_main, "tarball": tarball_main}
 
 if __name__ == "__main__":
     command = COMMANDS.get(sys.argv[1]) if len(sys.argv) > 1 else None
