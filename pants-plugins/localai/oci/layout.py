@@ -16,7 +16,8 @@ nothing. Layers: every file at or above `--own-layer-bytes` gets a layer of its 
 of the packed PEX, backend.pex/.deps/<wheel>: torch is the same layer in every image that
 carries it), and each `--own-layer-dir` (python/, the portable interpreter) is one layer, so two
 images that carry the same bytes share that layer's digest and a registry stores it once; the
-small files (run.sh, records, SBOM, provenance, the backend's sources) share the last layer.
+PEX's small files that its lock decides (wheels under 1 MiB, `.bootstrap`) share one layer, and the
+other small files (run.sh, records, SBOM, provenance, the backend's sources) share the last layer.
 
 It runs inside the Pants sandbox as a process (`python layout.py <folder> <out> ...`, see
 image.py), so the engine caches its output like any other build step.
@@ -47,6 +48,8 @@ SAMPLE_BYTES = 1 << 20
 MTIME = 0  # no build time in any byte; SOURCE_DATE_EPOCH is not needed
 OWN_LAYER_BYTES = 1024 * 1024  # every wheel of 1 MiB or more: sharing below that saves little
 GZIP_LEVEL = 6
+# Under the packed PEX (package/records.py ARTIFACT): files its lock and pex version decide.
+LOCKED_PREFIXES = ("backend.pex/.deps/", "backend.pex/.bootstrap")
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,11 @@ def group_paths(sizes: dict[str, int], own_layer_bytes: int = OWN_LAYER_BYTES, o
     rest = [f for f in files if f not in in_dirs]
     big = [f for f in rest if sizes[f] >= own_layer_bytes]
     small = [f for f in rest if f not in big]
-    return dirs + [[f] for f in big] + ([small] if small else [])
+    # The PEX's small files that only its lock and pex decide (the small wheels, the bootstrap
+    # zip): a layer of their own, so that an edit of the backend's code re-tars only its own files.
+    locked = [f for f in small if f.startswith(LOCKED_PREFIXES)]
+    small = [f for f in small if f not in locked]
+    return dirs + [[f] for f in big] + ([locked] if len(locked) > 1 else [[f] for f in locked]) + ([small] if small else [])
 
 
 def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = ()) -> list[list[str]]:
@@ -130,7 +137,8 @@ def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES, own_layer
 def layer_label(group: list[str], own_layer_dirs: tuple[str, ...] = ()) -> str:
     """The layer's line in the config's history."""
     own_dir = next((d for d in own_layer_dirs if group[0].startswith(d.rstrip("/") + "/")), None)
-    what = f"{own_dir.rstrip('/')}/" if own_dir else group[0] if len(group) == 1 else "small files"
+    locked = len(group) > 1 and all(f.startswith(LOCKED_PREFIXES) for f in group)
+    what = f"{own_dir.rstrip('/')}/" if own_dir else group[0] if len(group) == 1 else "small locked files" if locked else "small files"
     return "localai-build: " + what
 
 

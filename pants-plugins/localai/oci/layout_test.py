@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from localai.oci.layout import COMMANDS, image_main, layer_groups, layer_label, layer_main, main, read_layout, write_layout
+from localai.oci.layout import COMMANDS, group_paths, image_main, layer_groups, layer_label, layer_main, main, read_layout, write_layout
 
 
 def _folder(root: Path, *, small: str = "small " * 100, big: bytes = b"B" * 4096, mtime: int = 1_700_000_000, mode: int = 0o644) -> Path:
@@ -212,3 +212,30 @@ def test_without_tarball_the_layout_gives_the_same_tarball_on_demand(tmp_path: P
     assert (tmp_path / "on-demand.tar").read_bytes() == (whole / "image.oci.tar").read_bytes()
     with pytest.raises((OSError, ValueError)):  # a folder that is no image layout
         COMMANDS["tarball"]([str(folder), str(tmp_path / "no.tar")])
+
+
+def test_the_pex_s_small_locked_files_are_a_layer_apart_from_the_code() -> None:
+    """An edit of the backend's code changes the last layer only: the small wheels and the
+    bootstrap zip (decided by the lock and pex) share a layer of their own."""
+    sizes = {
+        "run.sh": 10,
+        "build-record.json": 10,
+        "backend.pex/__main__.py": 10,
+        "backend.pex/PEX-INFO": 10,
+        "backend.pex/localai_backend/backend.py": 10,
+        "backend.pex/.bootstrap": 500,
+        "backend.pex/.deps/small-1.0-py3-none-any.whl": 500,
+        "backend.pex/.deps/tiny-1.0-py3-none-any.whl": 500,
+        "backend.pex/.deps/big-1.0-py3-none-any.whl": 5000,
+    }
+    groups = group_paths(sizes, 1024)
+    assert groups == [
+        ["backend.pex/.deps/big-1.0-py3-none-any.whl"],
+        ["backend.pex/.bootstrap", "backend.pex/.deps/small-1.0-py3-none-any.whl", "backend.pex/.deps/tiny-1.0-py3-none-any.whl"],
+        ["backend.pex/PEX-INFO", "backend.pex/__main__.py", "backend.pex/localai_backend/backend.py", "build-record.json", "run.sh"],
+    ]
+    assert [layer_label(g) for g in groups] == [
+        "localai-build: backend.pex/.deps/big-1.0-py3-none-any.whl", "localai-build: small locked files", "localai-build: small files"
+    ]
+    # one locked file alone is its own layer, named by its path
+    assert group_paths({"run.sh": 1, "backend.pex/.bootstrap": 1}, 1024) == [["backend.pex/.bootstrap"], ["run.sh"]]
