@@ -9,7 +9,7 @@ from localai.goals import bundle, ci_matrix, claims, export, gallery, platform_l
 from localai.lint import audit, zizmor
 from localai.model import accelerators, lockfile, requirements, variant, wheelhouse
 from localai.oci import image, index, publish
-from localai.package import backend, cross_downloads, portable_python, proto, signing, source_checkout, sources
+from localai.package import backend, cross_downloads, pex_assembly, portable_python, proto, signing, source_checkout, sources
 from localai.upstream import git_pins, importer, layout, proto_diff
 
 
@@ -27,6 +27,7 @@ def rules():
         *proto.rules(),
         *backend.rules(),
         *cross_downloads.rules(),
+        *pex_assembly.rules(),
         *image.rules(),
         *index.rules(),
         *publish.rules(),

@@ -57,6 +57,7 @@ def build(repo: Path, cache: Path, env: dict[str, str], umask: int, *extra: str)
             f"--local-store-dir={cache}/store",
             f"--named-caches-dir={cache}/named",
             PORTABLE,
+            "--localai-oci-tarball",  # image.oci.tar too: compared below
             *extra,
             "package",
             SILERO_VAD,

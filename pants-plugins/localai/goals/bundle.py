@@ -2,9 +2,10 @@
 
 Writes dist/bundle/: index.yaml (the gallery of gallery.py, same meta entries and
 capabilities) whose concrete entries have `uri: ocifile://<location>/images/<entry>.oci.tar`,
-and those tarballs (the images `pants package` built: LocalAI side-loads them with no
-registry). Copy the folder to the target machine at `--location` and point LocalAI's backend
-galleries at `<location>/index.yaml`.
+and those tarballs, written here from the OCI layouts `pants package` built (LocalAI side-loads
+them with no registry; the same bytes as `pants package --localai-oci-tarball`'s image.oci.tar).
+Copy the folder to the target machine at `--location` and point LocalAI's backend galleries at
+`<location>/index.yaml`.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from localai.goals.gallery import (
     require_targets,
 )
 from localai.model.variant import entry_name
+from localai.oci.layout import read_layout, write_tarball
 
 BUNDLE_DIR = "bundle"  # under dist/
 
@@ -89,7 +91,19 @@ async def localai_bundle(
         shutil.rmtree(out)
     (out / "images").mkdir(parents=True)
     for t, image in built:
-        shutil.copyfile(root / image["tarball"], out / tarball_name(t))
+        layout = root / image["layout"]
+        try:
+            _, manifest_digest = read_layout(layout)
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            raise BundleError(
+                f"{t.address}: {image['layout']} is not the OCI layout `pants package` wrote ({e}). Fix: run `./pants package {t.address}`."
+            ) from e
+        if manifest_digest != image["digest"]:
+            raise BundleError(
+                f"{t.address}: {image['layout']} holds manifest {manifest_digest}, its image.json names {image['digest']}. "
+                f"Fix: run `./pants package {t.address}`."
+            )
+        write_tarball(layout, out / tarball_name(t))
     (out / "index.yaml").write_text(content)
     console.print_stdout(f"Wrote {distdir.relpath}/{BUNDLE_DIR}/: index.yaml and {len(built)} image(s); ocifile:// at {location}")
     return BundleGoal(exit_code=0)

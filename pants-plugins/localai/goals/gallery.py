@@ -44,7 +44,7 @@ from localai.errors import LocalAIError
 from localai.model.accelerators import MATRIX_PATH
 from localai.model.records import BUILD_RECORD
 from localai.model.variant import BackendVariants, BackendVariantsRequest, Variant, entry_name, folder_path
-from localai.oci.image import IMAGE_JSON, IMAGE_TARBALL, image_dir
+from localai.oci.image import IMAGE_JSON, LAYOUT_DIR, image_dir
 from localai.oci.index import INDEX_SUFFIX
 from localai.oci.options import OciSubsystem
 
@@ -339,11 +339,11 @@ def _built_image(
 
 
 def read_built_image(root: Path, distdir: Path, t: GalleryTarget) -> dict[str, Any]:
-    """The digest the entry names (the image's, or its image index's) and the image's tarball (paths under root)."""
+    """The digest the entry names (the image's, or its image index's) and the image's layout (paths under root)."""
     image = _built_image(root, distdir, t.address, t, t.accelerator, t.lockfile, t.lockfile_sha256)
-    tarball = str(distdir / image_dir(t.backend, t.accelerator) / IMAGE_TARBALL)
+    layout = str(distdir / image_dir(t.backend, t.accelerator) / LAYOUT_DIR)
     if not t.index_members:
-        return {"digest": image["manifest_digest"], "tarball": tarball}
+        return {"digest": image["manifest_digest"], "layout": layout}
     package = t.address.rsplit(":", 1)[0]
     expected = {t.platform: image["manifest_digest"]}
     for m in t.index_members:
@@ -360,7 +360,7 @@ def read_built_image(root: Path, distdir: Path, t: GalleryTarget) -> dict[str, A
             f"{index_address}: {index_path} names {index.get('manifests')}, not the images built now ({expected}). "
             f"Fix: run `./pants package {index_address}`."
         )
-    return {"digest": index["manifest_digest"], "tarball": tarball}
+    return {"digest": index["manifest_digest"], "layout": layout}
 
 
 def build_index(

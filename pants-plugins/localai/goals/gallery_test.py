@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,6 @@ def _setup(rule_runner, *, built=LOCKED, matrix=None, gallery_yaml=None) -> None
             {"artifact_sha256": "ff" * 32, "lockfile_sha256": hashlib.sha256(lock.encode()).hexdigest()}
         )
         files[f"dist/images/diffusers/{a}/image.json"] = json.dumps({"manifest_digest": f"sha256:{i:064x}"})
-        files[f"dist/images/diffusers/{a}/image.oci.tar"] = f"tarball of {a}"
     rule_runner.write_files(files)
 
 
@@ -104,11 +104,18 @@ def test_no_registry_says_which_option() -> None:
     assert "--localai-oci-registry=<host[:port]>" in str(e.value) and "localai-bundle" in str(e.value)
 
 
-def test_bundle_points_at_ocifile_tarballs_it_copies() -> None:
+def test_bundle_points_at_ocifile_tarballs_it_writes_from_the_layouts() -> None:
     from localai.goals.bundle import BundleGoal
+    from localai.oci.layout import read_layout, write_image_files
 
     rule_runner = make_rule_runner()
     _setup(rule_runner, built=["cpu", "metal"])
+    images = {}
+    for a in ("cpu", "metal"):  # real layouts (no layer) whose manifests image.json names
+        where = Path(rule_runner.build_root, f"dist/images/diffusers/{a}")
+        image = write_image_files(where / "layout", [], ref_name=f"{a}-diffusers", annotations={"io.localai.accelerator": a})
+        (where / "image.json").write_text(json.dumps({"manifest_digest": image.manifest.digest}))
+        images[a] = image.manifest.digest
     result = rule_runner.run_goal_rule(
         BundleGoal,
         global_args=resolve_options("diffusers", ACCELS),
@@ -119,9 +126,25 @@ def test_bundle_points_at_ocifile_tarballs_it_copies() -> None:
     index = yaml.safe_load((out / "index.yaml").read_text())
     by_name = {e["name"]: e for e in index}
     assert by_name["cpu-diffusers"]["uri"] == "ocifile:///opt/localai-bundle/images/cpu-diffusers.oci.tar"
-    assert (out / "images/cpu-diffusers.oci.tar").read_text() == "tarball of cpu"
-    assert (out / "images/metal-diffusers.oci.tar").read_text() == "tarball of metal"
     assert sorted(p.name for p in (out / "images").iterdir()) == ["cpu-diffusers.oci.tar", "metal-diffusers.oci.tar"]
+    for a, digest in images.items():  # each tarball is its layout: index.json names the manifest image.json names
+        unpacked = Path(rule_runner.build_root, f"unpacked-{a}")
+        with tarfile.open(out / f"images/{a}-diffusers.oci.tar") as tar:
+            assert {"index.json", "oci-layout", "manifest.json", f"blobs/sha256/{digest.split(':')[1]}"} <= set(tar.getnames())
+            tar.extractall(unpacked)
+        assert read_layout(unpacked)[1] == digest
+
+
+def test_bundle_refuses_a_layout_that_is_not_the_image_json_s() -> None:
+    from localai.goals.bundle import BundleGoal
+    from localai.oci.layout import write_image_files
+
+    rule_runner = make_rule_runner()
+    _setup(rule_runner, built=["cpu"])
+    write_image_files(Path(rule_runner.build_root, "dist/images/diffusers/cpu/layout"), [], ref_name="cpu-diffusers", annotations={})
+    with pytest.raises(ExecutionError) as e:  # image.json still names the setup's fake digest
+        rule_runner.run_goal_rule(BundleGoal, global_args=resolve_options("diffusers", ACCELS), args=["backends/diffusers:cpu"])
+    assert "dist/images/diffusers/cpu/layout holds manifest sha256:" in str(e.value) and "./pants package backends/diffusers:cpu" in str(e.value)
 
 
 def test_extra_capability_from_gallery_yaml() -> None:

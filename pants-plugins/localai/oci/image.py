@@ -2,14 +2,16 @@
 
 `pants package backends/<name>:<accel>` writes it next to the folder:
   dist/images/<name>/<accel>/layout/         OCI image layout (what `pants publish` pushes)
-  dist/images/<name>/<accel>/image.oci.tar   the same as one tarball, for LocalAI's ocifile://
+  dist/images/<name>/<accel>/image.oci.tar   the same as one tarball, for LocalAI's ocifile://, only
+                                             with [localai-oci].tarball (else `localai-bundle` writes
+                                             it from layout/ when it is needed)
   dist/images/<name>/<accel>/image.json      manifest digest, layers (digest, size, diff_id)
 
 One process per layer, its input only that layer's files: each big file (a wheel under
 backend.pex/.deps/) is tarred and hashed by a process keyed by that file's digest, so after an
 edit of the backend's own code only the small-files layer is written again and the wheel layers
 come from Pants' cache (local or remote) like any other process output. Then one process writes
-the config, the manifest and the tarball from the layers' descriptors. The bytes are those of
+the config, the manifest (and, with [localai-oci].tarball, the tarball) from the layers' descriptors. The bytes are those of
 layout.py's one-shot `main` (oci/layout_test.py checks that the two agree).
 """
 from __future__ import annotations
@@ -39,6 +41,7 @@ from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
 from localai.oci.layout import OWN_LAYER_BYTES, group_paths, layer_label
+from localai.oci.options import OciSubsystem
 from localai.scripts import script_file
 
 SCRIPT = "layout.py"  # oci/layout.py, run as a process
@@ -122,7 +125,7 @@ async def build_image_layer(request: ImageLayerRequest) -> ImageLayer:
 
 
 @rule(desc="Build a backend's OCI image", level=LogLevel.DEBUG)
-async def build_backend_image(request: BackendImageRequest) -> BackendImage:
+async def build_backend_image(request: BackendImageRequest, oci: OciSubsystem) -> BackendImage:
     entries = await Get(DigestEntries, Digest, request.folder)
     links = [e.path for e in entries if isinstance(e, SymlinkEntry)]
     if links:
@@ -150,14 +153,15 @@ async def build_backend_image(request: BackendImageRequest) -> BackendImage:
     inputs = await Get(Digest, MergeDigests([script, await Get(Digest, CreateDigest([FileContent("layers.json", descriptors.encode())]))]))
     argv = [python.path, SCRIPT, "image", "layers.json", ".", "out", f"--ref-name={request.ref_name}", f"--architecture={request.architecture}"]
     argv += [f"--annotation={k}={v}" for k, v in request.annotations]
+    argv += ["--tarball"] if oci.tarball else []
     result = await Get(
         ProcessResult,
         Process(
             argv=argv,
             input_digest=inputs,
-            # Linked, not copied, into the sandbox, one link per layer blob: the wheel layers are
-            # hundreds of MB, and a blob's link stays valid from one build to the next.
-            immutable_input_digests={f"{BLOB_LINK_PREFIX}{layer.hexdigest}": layer.blob for layer in layers},
+            # Only the tarball reads the blobs. Linked, not copied, into the sandbox, one link per
+            # layer blob: the wheel layers are hundreds of MB, and a link stays valid between builds.
+            immutable_input_digests={f"{BLOB_LINK_PREFIX}{layer.hexdigest}": layer.blob for layer in layers} if oci.tarball else {},
             output_directories=("out",),
             description=f"OCI image {request.ref_name}",
             level=LogLevel.DEBUG,

@@ -4,7 +4,7 @@ LocalAI's backend images are `FROM scratch` images whose root is the backend fol
 the artifact, its records). This module writes such an image twice over:
 
   <out>/layout/           an OCI image layout (oci-layout, index.json, blobs/sha256/...)
-  <out>/image.oci.tar     the same files as one tarball that is both an OCI layout archive and
+  <out>/image.oci.tar     (on demand) the same files as one tarball that is both an OCI layout archive and
                           a `docker save` archive (manifest.json), which is what LocalAI's
                           `ocifile://` side-loading reads (go-containerregistry's tarball package)
 
@@ -16,7 +16,8 @@ nothing. Layers: every file at or above `--own-layer-bytes` gets a layer of its 
 of the packed PEX, backend.pex/.deps/<wheel>: torch is the same layer in every image that
 carries it), and each `--own-layer-dir` (python/, the portable interpreter) is one layer, so two
 images that carry the same bytes share that layer's digest and a registry stores it once; the
-small files (run.sh, records, SBOM, provenance, the backend's sources) share the last layer.
+PEX's small files that its lock decides (wheels under 1 MiB, `.bootstrap`) share one layer, and the
+other small files (run.sh, records, SBOM, provenance, the backend's sources) share the last layer.
 
 It runs inside the Pants sandbox as a process (`python layout.py <folder> <out> ...`, see
 image.py), so the engine caches its output like any other build step.
@@ -47,6 +48,8 @@ SAMPLE_BYTES = 1 << 20
 MTIME = 0  # no build time in any byte; SOURCE_DATE_EPOCH is not needed
 OWN_LAYER_BYTES = 1024 * 1024  # every wheel of 1 MiB or more: sharing below that saves little
 GZIP_LEVEL = 6
+# Under the packed PEX (package/records.py ARTIFACT): files its lock and pex version decide.
+LOCKED_PREFIXES = ("backend.pex/.deps/", "backend.pex/.bootstrap")
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,11 @@ def group_paths(sizes: dict[str, int], own_layer_bytes: int = OWN_LAYER_BYTES, o
     rest = [f for f in files if f not in in_dirs]
     big = [f for f in rest if sizes[f] >= own_layer_bytes]
     small = [f for f in rest if f not in big]
-    return dirs + [[f] for f in big] + ([small] if small else [])
+    # The PEX's small files that only its lock and pex decide (the small wheels, the bootstrap
+    # zip): a layer of their own, so that an edit of the backend's code re-tars only its own files.
+    locked = [f for f in small if f.startswith(LOCKED_PREFIXES)]
+    small = [f for f in small if f not in locked]
+    return dirs + [[f] for f in big] + ([locked] if len(locked) > 1 else [[f] for f in locked]) + ([small] if small else [])
 
 
 def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = ()) -> list[list[str]]:
@@ -130,7 +137,8 @@ def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES, own_layer
 def layer_label(group: list[str], own_layer_dirs: tuple[str, ...] = ()) -> str:
     """The layer's line in the config's history."""
     own_dir = next((d for d in own_layer_dirs if group[0].startswith(d.rstrip("/") + "/")), None)
-    what = f"{own_dir.rstrip('/')}/" if own_dir else group[0] if len(group) == 1 else "small files"
+    locked = len(group) > 1 and all(f.startswith(LOCKED_PREFIXES) for f in group)
+    what = f"{own_dir.rstrip('/')}/" if own_dir else group[0] if len(group) == 1 else "small locked files" if locked else "small files"
     return "localai-build: " + what
 
 
@@ -396,19 +404,33 @@ def image_main(argv: list[str]) -> int:
     parser.add_argument("--ref-name", required=True)
     parser.add_argument("--annotation", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--architecture", default="amd64", help="the config's architecture (amd64, arm64)")
+    parser.add_argument("--tarball", action="store_true", help="also write <out>/image.oci.tar (needs the blobs)")
     args = parser.parse_args(argv)
     layers = [Layer.from_json(d) for d in json.loads(args.layers.read_text())]
     layout = args.out / "layout"
     image = write_image_files(
         layout, layers, ref_name=args.ref_name, annotations=dict(a.split("=", 1) for a in args.annotation), architecture=args.architecture
     )
-    hexes = [layer.blob.digest.split(":")[1] for layer in layers]
-    write_tarball(layout, args.out / "image.oci.tar", tuple(args.blobs / f"blob-{h}" / h for h in dict.fromkeys(hexes)))
+    if args.tarball:
+        hexes = [layer.blob.digest.split(":")[1] for layer in layers]
+        write_tarball(layout, args.out / "image.oci.tar", tuple(args.blobs / f"blob-{h}" / h for h in dict.fromkeys(hexes)))
     (args.out / "image.json").write_text(_summary(image, args.ref_name))
     return 0
 
 
-COMMANDS = {"layer": layer_main, "image": image_main}
+def tarball_main(argv: list[str]) -> int:
+    """image.oci.tar of a complete OCI layout (dist/images/<name>/<accel>/layout/), on demand: the
+    bytes `pants package --localai-oci-tarball` writes."""
+    parser = argparse.ArgumentParser(description=tarball_main.__doc__.splitlines()[0])
+    parser.add_argument("layout", type=Path)
+    parser.add_argument("dest", type=Path)
+    args = parser.parse_args(argv)
+    read_layout(args.layout)  # refuses a folder that is no image layout
+    write_tarball(args.layout, args.dest)
+    return 0
+
+
+COMMANDS = {"layer": layer_main, "image": image_main, "tarball": tarball_main}
 
 if __name__ == "__main__":
     command = COMMANDS.get(sys.argv[1]) if len(sys.argv) > 1 else None

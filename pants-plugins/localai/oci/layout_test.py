@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from localai.oci.layout import image_main, layer_groups, layer_label, layer_main, main, read_layout, write_layout
+from localai.oci.layout import COMMANDS, group_paths, image_main, layer_groups, layer_label, layer_main, main, read_layout, write_layout
 
 
 def _folder(root: Path, *, small: str = "small " * 100, big: bytes = b"B" * 4096, mtime: int = 1_700_000_000, mode: int = 0o644) -> Path:
@@ -148,7 +148,7 @@ def test_a_wheel_of_a_packed_pex_is_the_same_layer_in_every_image_that_carries_i
     assert a["layers"][1] != b["layers"][1]
 
 
-def _stepwise(folder: Path, out: Path, own_layer_dirs: tuple[str, ...] = ()) -> None:
+def _stepwise(folder: Path, out: Path, own_layer_dirs: tuple[str, ...] = (), tarball: bool = True) -> None:
     """What oci/image.py runs: one `layer` process per group (its input only that group's files,
     at their paths, and the digest's list of executables), then one `image` process. Every file
     is executable on disk in the sandbox, as Pants' local hardlinks from its store make large
@@ -170,7 +170,7 @@ def _stepwise(folder: Path, out: Path, own_layer_dirs: tuple[str, ...] = ()) -> 
         shutil.copyfile(blob, out.parent / f"{out.name}-blobs" / f"blob-{blob.name}" / blob.name)
     (out.parent / f"{out.name}-layers.json").write_text(json.dumps(descriptors))
     args = [str(out.parent / f"{out.name}-layers.json"), str(out.parent / f"{out.name}-blobs"), str(out), "--ref-name=cpu-x", "--annotation=k=v"]
-    assert image_main(args) == 0
+    assert image_main([*args, *(["--tarball"] if tarball else [])]) == 0
 
 
 def test_layer_by_layer_steps_give_the_bytes_of_the_one_shot_image(tmp_path: Path) -> None:
@@ -192,3 +192,50 @@ def test_layer_by_layer_steps_give_the_bytes_of_the_one_shot_image(tmp_path: Pat
     assert len(json.loads((whole / "image.json").read_text())["layers"]) == 4  # python/, a.whl, b.whl, small files
     assert (steps / "image.json").read_text() == (whole / "image.json").read_text()
     assert (steps / "image.oci.tar").read_bytes() == (whole / "image.oci.tar").read_bytes()
+
+
+def test_without_tarball_the_layout_gives_the_same_tarball_on_demand(tmp_path: Path) -> None:
+    """`pants package` without [localai-oci].tarball: no image.oci.tar; dist/'s layout (the image
+    step's small files plus the layer blobs, as image.py merges them) makes the same bytes later
+    (`layout.py tarball`, what `localai-bundle` writes)."""
+    folder = _folder(tmp_path / "f")
+    whole = tmp_path / "whole"
+    assert main([str(folder), str(whole), "--ref-name=cpu-x", "--annotation=k=v", "--own-layer-bytes=1024"]) == 0
+    steps = tmp_path / "steps"
+    _stepwise(folder, steps, (), tarball=False)
+    assert not (steps / "image.oci.tar").exists()
+    assert (steps / "image.json").read_text() == (whole / "image.json").read_text()
+    for blob_dir in (tmp_path / "steps-blobs").iterdir():
+        for blob in blob_dir.iterdir():
+            shutil.copyfile(blob, steps / "layout/blobs/sha256" / blob.name)
+    assert COMMANDS["tarball"]([str(steps / "layout"), str(tmp_path / "on-demand.tar")]) == 0
+    assert (tmp_path / "on-demand.tar").read_bytes() == (whole / "image.oci.tar").read_bytes()
+    with pytest.raises((OSError, ValueError)):  # a folder that is no image layout
+        COMMANDS["tarball"]([str(folder), str(tmp_path / "no.tar")])
+
+
+def test_the_pex_s_small_locked_files_are_a_layer_apart_from_the_code() -> None:
+    """An edit of the backend's code changes the last layer only: the small wheels and the
+    bootstrap zip (decided by the lock and pex) share a layer of their own."""
+    sizes = {
+        "run.sh": 10,
+        "build-record.json": 10,
+        "backend.pex/__main__.py": 10,
+        "backend.pex/PEX-INFO": 10,
+        "backend.pex/localai_backend/backend.py": 10,
+        "backend.pex/.bootstrap": 500,
+        "backend.pex/.deps/small-1.0-py3-none-any.whl": 500,
+        "backend.pex/.deps/tiny-1.0-py3-none-any.whl": 500,
+        "backend.pex/.deps/big-1.0-py3-none-any.whl": 5000,
+    }
+    groups = group_paths(sizes, 1024)
+    assert groups == [
+        ["backend.pex/.deps/big-1.0-py3-none-any.whl"],
+        ["backend.pex/.bootstrap", "backend.pex/.deps/small-1.0-py3-none-any.whl", "backend.pex/.deps/tiny-1.0-py3-none-any.whl"],
+        ["backend.pex/PEX-INFO", "backend.pex/__main__.py", "backend.pex/localai_backend/backend.py", "build-record.json", "run.sh"],
+    ]
+    assert [layer_label(g) for g in groups] == [
+        "localai-build: backend.pex/.deps/big-1.0-py3-none-any.whl", "localai-build: small locked files", "localai-build: small files"
+    ]
+    # one locked file alone is its own layer, named by its path
+    assert group_paths({"run.sh": 1, "backend.pex/.bootstrap": 1}, 1024) == [["backend.pex/.bootstrap"], ["run.sh"]]

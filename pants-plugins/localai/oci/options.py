@@ -37,6 +37,18 @@ class OciSubsystem(Subsystem):
             """
         ),
     )
+    tarball = BoolOption(
+        default=False,
+        help=help_text(
+            """
+            Also write `dist/images/<name>/<accel>/image.oci.tar` in `pants package` (the layout as
+            one tarball: an OCI layout archive and a `docker save` archive). Off: the layout/
+            folder holds the same blobs, and `pants localai-bundle` writes the tarballs it needs
+            from it (or `python3 pants-plugins/localai/oci/layout.py tarball <layout> <file>`);
+            writing and capturing the whole image again on every edit is most of an edit loop's time.
+            """
+        ),
+    )
     plain_http = BoolOption(
         default=False,
         help="Talk HTTP, not HTTPS, to the registry (registries on localhost/127.0.0.1 always use HTTP).",

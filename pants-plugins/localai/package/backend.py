@@ -46,6 +46,7 @@ from localai.model.variant import BackendVariant, BackendVariantRequest, PinPoli
 from localai.model.wheelhouse import WheelhouseUrls, WheelhouseUrlsRequest
 from localai.oci.image import BackendImage, BackendImageRequest, image_dir
 from localai.package.cross_downloads import CrossDownloads, CrossDownloadsRequest
+from localai.package.pex_assembly import SplitPexRequest
 from localai.package.portable_python import DIR as PORTABLE_PYTHON_DIR
 from localai.package.portable_python import PortablePython, PortablePythonRequest, python_version_of
 from localai.package.provenance import PROVENANCE_NAME
@@ -143,9 +144,11 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
         await Get(CrossDownloads, CrossDownloadsRequest(variant, request.requirements, complete_platforms))
         # Its shebang cannot name a build-machine interpreter: the target's python3.11 from PATH.
         cross_args = ("--python-shebang", "/usr/bin/env python3.11")
+    # Built as pex's one-shot build would be, in two steps: the requirements PEX (cached by the
+    # lock, untouched by a source edit), then the sources and the files naming them (pex_assembly.py).
     pex = await Get(
         Pex,
-        PexRequest(
+        SplitPexRequest(PexRequest(
             output_filename=path,
             internal_only=False,
             layout=PexLayout.PACKED,
@@ -160,7 +163,7 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
             # Health OK as fast as a plain venv (docs/benchmarks.md, cold start).
             additional_args=("--venv", *cross_args),
             description=f"Build {path}",
-        ),
+        )),
     )
     tree = PexTree.of(await Get(DigestEntries, Digest, pex.digest), path)
     return BackendPex(await Get(Digest, RemovePrefix(pex.digest, variant.folder)), tree)

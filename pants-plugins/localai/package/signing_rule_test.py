@@ -49,6 +49,7 @@ def options(key_file: str = KEY) -> list[str]:
         "--localai-signing-install-from-resolve=signing",
         "--localai-signing-requirements=['//3rdparty/signing:cryptography']",
         f"--localai-signing-key-file={key_file}",
+        "--localai-oci-tarball",  # verify reads image.oci.tar too
     ]
 
 
