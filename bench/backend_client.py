@@ -82,6 +82,11 @@ class Backend:
                 if self.stub.Health(pb2.HealthMessage(), timeout=1).message == b"OK":
                     return time.perf_counter() - self.start
             except grpc.RpcError:
+                # A fresh channel: a failed one waits out its reconnect backoff (seen: minutes
+                # after a server that took a minute to listen) and would add that to the figure.
+                self.channel.close()
+                self.channel = grpc.insecure_channel(self.addr)
+                self.stub = pb2_grpc.BackendStub(self.channel)
                 time.sleep(poll)
         raise TimeoutError(f"backend not healthy after {timeout}s: see {self.log_path}")
 
