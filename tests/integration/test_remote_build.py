@@ -112,7 +112,7 @@ def test_remote_cache_and_remote_execution(tmp_path) -> None:
         assert s2["remote_cache_requests"] > 0
         # On a miss: Pants' warnings (why a read failed), then what clone 2 still ran itself.
         why = [l for l in out2.splitlines() if "WARN" in l or "rror" in l] + [l for l in out2.splitlines() if "Starting:" in l]
-        assert s2["remote_cache_requests_cached"] == s2["remote_cache_requests"], "\n".join(why)
+        assert s2["remote_cache_requests_cached"] == s2["remote_cache_requests"], "\n".join([*why, f"clone 1: {s1}", f"clone 2: {s2}"])
         same_outputs(clone1, clone2)
         print(f"\nREMOTE-CACHE cold={cold:.1f}s cached={cached:.1f}s ratio={cached / cold:.2f} "
               f"remote_hits={s2['remote_cache_requests_cached']}/{s2['remote_cache_requests']} "
