@@ -4,7 +4,7 @@
 
 
 def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, version="0.1.0", engines=(), libraries=(),
-                    tags=None, arm64=(), arm64_tags=None, **kwargs):
+                    tags=None, arm64=(), arm64_tags=None, arm64_engines=(), **kwargs):
     """Declares a backend with one variant per accelerator.
 
     engines:            native engine targets (e.g. "engines/minilm:avx2") built into every
@@ -22,6 +22,8 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                         `:<accel>-index`, the OCI image index of both platforms' images
     arm64_tags:         tags of the arm64 variants and their index instead of `tags` (e.g.
                         ["by-hand"]: CI builds and emulates one arm64 torch backend, rerankers)
+    arm64_engines:      the engines' aarch64 builds the arm64 variants carry instead of `engines`
+                        (e.g. "engines/minilm:arm64-neon"); required with arm64=[...] and engines=[...]
     """
     if not accelerators or isinstance(accelerators, str):
         raise ValueError(
@@ -40,11 +42,14 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
     for accel in arm64:
         if accel not in accelerators:
             raise ValueError(f"{build_file_dir()}/BUILD: arm64=[...] names '{accel}', which is not in accelerators={list(accelerators)}")
-    if arm64 and engines:
+    if arm64 and engines and not arm64_engines:
         raise ValueError(
-            f"{build_file_dir()}/BUILD: arm64=[...] with engines=[...]: a backend's engines are built for x86_64 CPU "
-            "levels; the arm64 engine builds (engines/<e>:arm64-*) are not wired into backends yet"
+            f"{build_file_dir()}/BUILD: arm64=[...] with engines=[...] needs arm64_engines=[...]: the engines' "
+            "aarch64 builds the arm64 variants carry (e.g. \"engines/minilm:arm64-neon\"; levels in "
+            "backends/common/cpu_levels.json)"
         )
+    if arm64_engines and not arm64:
+        raise ValueError(f"{build_file_dir()}/BUILD: arm64_engines=[...] without arm64=[...]: no variant would carry them")
     localai_sources(name="src", dependencies=["backends/common", "backends/proto", *libraries], **kwargs)
     # The same files as a library of the tests resolve, for unit tests in tests/.
     python_sources(name="py", dependencies=["backends/common:py", "backends/proto"])
@@ -67,7 +72,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             name=name,
             accelerator=accel,
             platform="linux_aarch64",
-            dependencies=[":src", f":requirements-{name}"],
+            dependencies=[":src", f":requirements-{name}", *arm64_engines],
             size_budget_mb=size_budget_mb.get(name),
             not_lockable_here=not_lockable_here.get(name),
             version=version,

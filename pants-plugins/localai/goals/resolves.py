@@ -211,7 +211,10 @@ async def write_resolves(console: Console, workspace: Workspace, subsystem: Reso
             console.print_stderr(f"{path} is not current: run `{GOAL}`")
         return ResolvesGoal(exit_code=1)
     workspace.write_digest(await Get(Digest, CreateDigest([FileContent(p, c.encode()) for p, c in sorted(writes.items())])))
-    console.print_stdout(f"Wrote {', '.join(sorted(writes))}. Lock a new variant with `./pants generate-lockfiles --resolve=<resolve>`.")
+    console.print_stdout(
+        f"Wrote {', '.join(sorted(writes))}. Lock a new variant with `./pants generate-lockfiles --resolve=<resolve>`, "
+        "a cross-built one (`-arm64`) with `./pants localai-platform-lockfiles --resolve=<resolve>`."
+    )
     return ResolvesGoal(exit_code=1 if update.orphans else 0)
 
 

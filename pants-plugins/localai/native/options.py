@@ -7,7 +7,7 @@ still builds any level.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence, TypeVar
+from typing import Iterable, Mapping, Sequence, TypeVar
 
 from pants.option.option_types import StrListOption
 from pants.option.subsystem import Subsystem
@@ -40,9 +40,13 @@ class CpuLevelOptionError(LocalAIError):
 Engine = TypeVar("Engine")
 
 
-def kept_engines(variant: str, engines: Sequence[tuple[str, Engine]], levels: Iterable[str]) -> list[Engine]:
+def kept_engines(
+    variant: str, engines: Sequence[tuple[str, Engine]], levels: Iterable[str], platform_of: Mapping[str, str]
+) -> list[Engine]:
     """The engines (given as (cpu level, engine)) of backend variant `variant` that
-    `[localai-native].cpu_levels` keeps: all when the option is empty."""
+    `[localai-native].cpu_levels` keeps: all when the option is empty. The option restricts each
+    platform it names a level of (`platform_of`: level -> platform); a platform it names none of
+    keeps all its levels, so CI's x86_64 levels leave an arm64 variant its own."""
     levels = tuple(levels)
     unknown = sorted(set(levels) - set(CPU_LEVELS))
     if unknown:
@@ -51,9 +55,8 @@ def kept_engines(variant: str, engines: Sequence[tuple[str, Engine]], levels: It
             file=TABLE_PATH,
             fix=f"Use levels of that table: {sorted(CPU_LEVELS)}.",
         )
-    if not levels:
-        return [engine for _, engine in engines]
-    kept = [engine for level, engine in engines if level in levels]
+    restricted = {platform_of[level] for level in levels}
+    kept = [engine for level, engine in engines if level in levels or platform_of[level] not in restricted]
     if engines and not kept:
         raise CpuLevelOptionError(
             f"[localai-native].cpu_levels={list(levels)} leaves none of its engine levels "
@@ -62,3 +65,9 @@ def kept_engines(variant: str, engines: Sequence[tuple[str, Engine]], levels: It
             fix="Add one of the backend's levels to the option, or unset it.",
         )
     return kept
+
+
+def wrong_platform_engines(engines: Sequence[tuple[str, str]], machine: str, platform_of: Mapping[str, str]) -> list[str]:
+    """The engines (given as (cpu level, address)) built for another machine than `machine` (a
+    backend variant's platform.machine()): a library its CPython could not load."""
+    return [f"{address} (cpu_level {level}: {platform_of[level]})" for level, address in engines if platform_of[level] != machine]

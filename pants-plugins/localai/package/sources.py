@@ -57,8 +57,9 @@ from localai.errors import LocalAIError
 from localai.model.lockfile import LockfileRequest, MaybeLockfile
 from localai.model.records import BUILD_RECORD
 from localai.model.variant import Variant, lockfile_path
+from localai.native.cpu_levels import CpuLevelTable
 from localai.native.model_conversion import ConvertedModelFieldSet
-from localai.native.options import NativeSubsystem, kept_engines
+from localai.native.options import NativeSubsystem, kept_engines, wrong_platform_engines
 from localai.native.rules import NATIVE_TOOLCHAIN_LOCK, NativeEngineFieldSet
 from localai.package.proto import STUBS_RESOLVE, CompiledProto, VariantStubsRequest
 from localai.package.records import ARTIFACT
@@ -81,6 +82,10 @@ class LocalAIFolderError(LocalAIError):
     pass
 
 
+class EngineArtifactsError(LocalAIError):
+    pass
+
+
 @dataclass(frozen=True)
 class BackendSourcesRequest:
     variant: Variant
@@ -98,6 +103,7 @@ class BackendSources:
 @dataclass(frozen=True)
 class EngineArtifactsRequest:
     address: Address
+    machine: str  # the variant's platform.machine(): its engines must be built for it
 
 
 @dataclass(frozen=True)
@@ -111,13 +117,23 @@ class EngineArtifacts:
 
 
 @rule(desc="Build a backend's native engines", level=LogLevel.DEBUG)
-async def build_engine_artifacts(request: EngineArtifactsRequest, native: NativeSubsystem) -> EngineArtifacts:
+async def build_engine_artifacts(
+    request: EngineArtifactsRequest, native: NativeSubsystem, table: CpuLevelTable
+) -> EngineArtifacts:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
     direct = await Get(Targets, DependenciesRequest(wrapped.target[Dependencies]))
     # Native engines and converted models, by their field sets: no other packageable dependency
     # is carried into the PEX.
     engine_sets = [NativeEngineFieldSet.create(t) for t in direct if NativeEngineFieldSet.is_applicable(t)]
-    engines = kept_engines(request.address.spec, [(fs.cpu_level.value, fs) for fs in engine_sets], native.cpu_levels)
+    platform_of = dict(table.platforms)
+    wrong = wrong_platform_engines([(fs.cpu_level.value, fs.address.spec) for fs in engine_sets], request.machine, platform_of)
+    if wrong:
+        raise EngineArtifactsError(
+            f"{request.address}: runs on {request.machine}, but its engines include {', '.join(wrong)}, "
+            f"which its CPython cannot load. Fix: in the BUILD file, list the engines' {request.machine} "
+            f"builds for this variant (`engines=[...]` for x86_64, `arm64_engines=[...]` for aarch64)."
+        )
+    engines = kept_engines(request.address.spec, [(fs.cpu_level.value, fs) for fs in engine_sets], native.cpu_levels, platform_of)
     models = [ConvertedModelFieldSet.create(t) for t in direct if ConvertedModelFieldSet.is_applicable(t)]
     built = await MultiGet(
         [
@@ -223,7 +239,7 @@ async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSou
     if request.layout == LOCALAI_LAYOUT:
         parts, components = await _localai_folder(request, py, protos), ()
     else:
-        engines = await Get(EngineArtifacts, EngineArtifactsRequest(variant.address))
+        engines = await Get(EngineArtifacts, EngineArtifactsRequest(variant.address, variant.platform.machine))
         parts, components = [*await _own_backend(request, py, protos), engines.digest], engines.sbom_components
     return BackendSources(await Get(Digest, MergeDigests(parts)), ENTRY_POINTS[request.layout], components)
 

@@ -1,0 +1,108 @@
+"""backends/minilm-ggml:cpu-arm64, cross-built on x86_64 by `pants package` (the PEX for the
+aarch64 complete platform, libminilm.so cross-compiled with zig for aarch64-linux-gnu.2.28 at
+ggml's ARM levels), served by an aarch64 CPython 3.11 under qemu-aarch64-static through its run.sh,
+as LocalAI starts it, and called over gRPC next to the x86_64 build (minilm-ggml:cpu): the same
+all-MiniLM-L6-v2 embeddings (cosine > 0.9999 per text). Timings under emulation are emulation's."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backends.proto import backend_pb2
+from engines.minilm.convert import convert, default_model_dir
+from tests.integration.aarch64_python import python_argv, python_on_path
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.rpc_checks import assert_healthy
+
+ARM_LEVELS = ["arm64-i8mm", "arm64-sve", "arm64-dotprod", "arm64-neon"]  # backends/common/cpu_levels.json, best first
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "LocalAI runs models on arm64 too.",
+         "Emulated, not native: qemu-user translates every instruction.", "ok"]
+EMULATED = 900  # seconds
+
+# Run by the aarch64 interpreter: the runtime's own level choice (stdlib only).
+LEVELS = """
+import json, platform, sys
+sys.path.insert(0, sys.argv[1])
+from backends.common import cpu_levels
+print(json.dumps({"machine": platform.machine(), "levels": list(cpu_levels.CPU_LEVELS),
+                  "picked": cpu_levels.pick_level(list(cpu_levels.CPU_LEVELS), "NO_SUCH_OVERRIDE")}))
+"""
+
+
+def elf_machine(path: Path) -> int:
+    return int.from_bytes(path.read_bytes()[18:20], "little")
+
+
+def engine_builds(pex: Path) -> dict[str, Path]:
+    """{CPU level: its folder} of the libminilm.so builds a packed PEX carries."""
+    return {lib.parent.name: lib.parent for lib in pex.glob("localai_backend/engines/minilm/*/libminilm.so")}
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gguf") / "minilm-f32.gguf"
+    convert(default_model_dir(), out, "f32")
+    return out
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory, gguf):
+    path = f"{python_on_path(tmp_path_factory.mktemp('qemu-bin'))}:{os.environ['PATH']}"
+    arm = BackendProcess("minilm-ggml", "cpu-arm64", env={"PATH": path})
+    x86 = BackendProcess("minilm-ggml", "cpu")
+    try:
+        x86.wait_healthy()
+        arm.wait_healthy(timeout=EMULATED)
+        for server in (arm, x86):
+            res = server.stub.LoadModel(backend_pb2.ModelOptions(Model=str(gguf)), timeout=EMULATED)
+            assert res.success, res.message + server.output()
+        yield arm, x86
+    finally:
+        arm.stop()
+        x86.stop()
+
+
+def test_the_arm64_folder_carries_only_aarch64_engine_builds():
+    record = json.loads(dist_path("minilm-ggml", "cpu-arm64", "build-record.json").read_text())
+    assert (record["platform"], record["resolve"]) == ("linux_aarch64", "minilm-ggml-cpu-arm64")
+    pex = dist_path("minilm-ggml", "cpu-arm64", "backend.pex")
+    assert all("x86_64" not in d for d in pex_distributions(pex)), pex_distributions(pex)
+    builds = engine_builds(pex)
+    # The levels PANTS_LOCALAI_NATIVE_CPU_LEVELS keeps of the aarch64 ones (CI: the baseline), else all four.
+    assert builds and set(builds) <= set(ARM_LEVELS), builds
+    for level, folder in builds.items():
+        assert elf_machine(folder / "libminilm.so") == 183, level  # EM_AARCH64
+        engine = json.loads((folder / "build-record.json").read_text())
+        assert (engine["platform"], engine["target"], engine["cpu_level"]) == ("aarch64", "aarch64-linux-gnu.2.28", level)
+    if "arm64-neon" in builds:
+        # ggml's armv8-a variant, handed to ggml in zig's spelling (cmake_driver.zig_arm_cpu).
+        neon = json.loads((builds["arm64-neon"] / "build-record.json").read_text())
+        assert (neon["ggml_arm_march"], neon["ggml_cmake_options"]["GGML_CPU_ARM_ARCH"]) == ("armv8-a", "generic")
+
+
+def test_the_emulated_runtime_lists_the_arm64_levels_and_picks_the_baseline(tmp_path):
+    script = tmp_path / "levels.py"
+    script.write_text(LEVELS)
+    run = subprocess.run([*python_argv(), str(script), str(Path.cwd())], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-4000:]
+    out = json.loads(run.stdout)
+    assert (out["machine"], out["levels"]) == ("aarch64", ARM_LEVELS)
+    # qemu-user shows the host's /proc/cpuinfo (no `Features` line): only the baseline qualifies.
+    assert out["picked"] == "arm64-neon"
+
+
+def test_embeddings_over_grpc_equal_the_x86_64_build(servers):
+    arm, x86 = servers
+    for text in TEXTS:
+        a, b = (np.asarray(s.stub.Embedding(backend_pb2.PredictOptions(Embeddings=text), timeout=EMULATED).embeddings,
+                           dtype=np.float64) for s in servers)
+        assert a.shape == b.shape == (384,)
+        cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+        print({"text": text, "cosine": cos, "max_abs_diff": float(np.abs(a - b).max())})
+        assert cos > 0.9999, (text, cos)
+    assert_healthy(arm.stub)
