@@ -115,7 +115,7 @@ def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=N
         native_engine(name="fuzz", cpu_level=fuzz_level, sanitizer_coverage=True, **{**common, "test_binary": None})
 
 
-def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0", extra_indexes=None):
+def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0", extra_indexes=None, prelock=()):
     """One of LocalAI's own backend folders (backend/python/<name>/, copied unchanged), as
     written by `./pants localai-import`: a variant per accelerator whose LocalAI profile has a
     requirement file. Its backend.py runs unchanged: top-level backend_pb2 stubs are generated
@@ -142,6 +142,8 @@ def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, ve
             version=version,
             layout="localai",
             extra_indexes=extra_indexes.get(accel),
+            # [localai.overrides.<folder>] prelock: uv pins it before pex locks it (goals/prelock.py)
+            prelock=accel in prelock,
         )
 
 
