@@ -4,7 +4,7 @@
 
 
 def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, version="0.1.0", engines=(), libraries=(),
-                    tags=None, arm64=(), arm64_tags=None, **kwargs):
+                    tags=None, arm64=(), arm64_tags=None, prelock=(), **kwargs):
     """Declares a backend with one variant per accelerator.
 
     engines:            native engine targets (e.g. "engines/minilm:avx2") built into every
@@ -22,6 +22,8 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                         `:<accel>-index`, the OCI image index of both platforms' images
     arm64_tags:         tags of the arm64 variants and their index instead of `tags` (e.g.
                         ["by-hand"]: CI builds and emulates one arm64 torch backend, rerankers)
+    prelock:            accelerators whose variant uv resolves before pex locks it
+                        (`./pants localai-prelock`: exact pins in the resolve's own pip options)
     """
     if not accelerators or isinstance(accelerators, str):
         raise ValueError(
@@ -37,9 +39,9 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                 f"{build_file_dir()}/BUILD: '{key}' is given a budget or a note but is not a variant: "
                 f"accelerators={list(accelerators)}, arm64={list(arm64)} ('<accelerator>-arm64')"
             )
-    for accel in arm64:
+    for accel in [*arm64, *prelock]:
         if accel not in accelerators:
-            raise ValueError(f"{build_file_dir()}/BUILD: arm64=[...] names '{accel}', which is not in accelerators={list(accelerators)}")
+            raise ValueError(f"{build_file_dir()}/BUILD: arm64=[...] or prelock=[...] names '{accel}', which is not in accelerators={list(accelerators)}")
     if arm64 and engines:
         raise ValueError(
             f"{build_file_dir()}/BUILD: arm64=[...] with engines=[...]: a backend's engines are built for x86_64 CPU "
@@ -58,6 +60,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             not_lockable_here=not_lockable_here.get(accel),
             version=version,
             tags=tags,
+            prelock=accel in prelock,
         )
     arm64_tags = tags if arm64_tags is None else arm64_tags
     for accel in arm64:

@@ -301,25 +301,28 @@ class ResolvesCheckRequest(LintTargetsRequest):
 
 async def prelock_problems(entries: tuple[ResolveEntry, ...], update: PantsTomlUpdate) -> list[str]:
     """A prelocked variant's pins are there and were resolved from what its resolve is now."""
-    prelocked = [e for e in entries if e.prelock and e.pip_options in update.files]
-    if not prelocked:
-        return []
-    by_path = await accelerator_options_of(prelocked)
+    def fix(e: ResolveEntry) -> str:
+        return f"Fix: run `{regenerate(e.resolve)}`, then `./pants generate-lockfiles --resolve={e.resolve}`, and commit both files."
+
+    problems, pinned = [], []
+    for e in entries:
+        if e.prelock and e.pip_options in update.files:
+            _, pins = split_pin_block(update.files[e.pip_options], path=e.pip_options, resolve=e.resolve)
+            if pins is None:
+                problems.append(f"{e.pip_options}: {e.directory}/BUILD sets prelock but the file has no pins yet. {fix(e)}")
+            else:
+                pinned.append((e, pins))
+    if not pinned:
+        return problems
+    by_path = await accelerator_options_of([e for e, _ in pinned])
     inputs = await MultiGet(
-        Get(PrelockInputs, PrelockInputsRequest(e.resolve, option_lines(e, by_path[e.accelerator_pip_options]))) for e in prelocked
+        Get(PrelockInputs, PrelockInputsRequest(e.resolve, option_lines(e, by_path[e.accelerator_pip_options]))) for e, _ in pinned
     )
-    problems = []
-    for e, now in zip(prelocked, inputs):
-        _, pins = split_pin_block(update.files[e.pip_options], path=e.pip_options, resolve=e.resolve)
-        then = (
-            f"Fix: run `{regenerate(e.resolve)}`, then `./pants generate-lockfiles --resolve={e.resolve}`, and commit both files."
-        )
-        if pins is None:
-            problems.append(f"{e.pip_options}: {e.directory}/BUILD sets prelock but the file has no pins yet. {then}")
-        elif pins.inputs != now.digest:
+    for (e, pins), now in zip(pinned, inputs):
+        if pins.inputs != now.digest:
             problems.append(
                 f"{e.pip_options}: its pins are stale: the requirements, pip options, indexes or target of "
-                f"{e.resolve} changed since uv resolved them. {then}"
+                f"{e.resolve} changed since uv resolved them. {fix(e)}"
             )
     return problems
 

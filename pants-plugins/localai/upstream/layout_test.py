@@ -345,7 +345,7 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
     [
         (
             '[localai.overrides.x]\nno_dep = ["a"]\n',
-            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, out_of_scope",
+            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, out_of_scope, prelock",
         ),
         (
             '[localai.overrides.x]\nextra_indexes = ["https://a.invalid/simple"]\n',
@@ -353,6 +353,8 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
         ),
         ('[localai.overrides.x]\nno_deps = "a"\n', r"\[localai.overrides.x\]: no_deps must be a list of project names"),
         ('[localai.overrides.x]\nout_of_scope = " "\n', r"\[localai.overrides.x\]: out_of_scope must say why"),
+        ('[localai.overrides.x]\nprelock = true\n', r"\[localai.overrides.x\]: prelock must list the accelerators.*prelock = \[\"cpu\"\]"),
+        ('[localai.overrides.x]\nprelock = ["gpu9"]\n', r"gpu9"),
     ],
 )
 def test_a_malformed_override_is_refused_naming_the_table_and_the_fix(matrix, table, message) -> None:
