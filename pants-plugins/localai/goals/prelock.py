@@ -25,7 +25,7 @@ from pants.backend.python.util_rules.pex import Pex, PexProcess, PexRequest
 from pants.engine.console import Console
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, MergeDigests, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
-from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
+from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope, ProcessResult
 from pants.engine.rules import Get, collect_rules, goal_rule, rule
 from pants.option.global_options import GlobalOptions, ca_certs_path_to_file_content
 from pants.option.option_types import StrListOption
@@ -135,9 +135,16 @@ async def prelock(request: PrelockRequest, uv: Uv, global_options: GlobalOptions
             f"then run `{regenerate(entry.resolve)}` again."
         )
     output = await Get(DigestContents, Digest, result.output_digest)
-    version = uv.version.split("==", 1)[-1]
+    # The version the resolve installed (3rdparty/uv/BUILD), not [uv].version's default.
+    version = await Get(
+        ProcessResult, PexProcess(tool, argv=("--version",), description="uv --version", level=LogLevel.DEBUG)
+    )
     return PinBlock.create(
-        entry.resolve, f"uv {version}", f"{inputs.platform}, CPython {inputs.python}", inputs.digest, pins_of(output[0].content.decode())
+        entry.resolve,
+        " ".join(version.stdout.decode().split()[:2]),  # "uv 0.13.8"
+        f"{inputs.platform}, CPython {inputs.python}",
+        inputs.digest,
+        pins_of(output[0].content.decode()),
     )
 
 
