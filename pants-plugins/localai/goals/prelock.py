@@ -125,11 +125,11 @@ async def prelock(request: PrelockRequest, uv: Uv, global_options: GlobalOptions
             cache_scope=ProcessCacheScope.PER_SESSION,
         ),
     )
-    result = await Get(FallibleProcessResult, Process, dataclasses.replace(process, append_only_caches={"uv": CACHE}))
+    result = await Get(FallibleProcessResult, Process, dataclasses.replace(process, append_only_caches={**process.append_only_caches, "uv": CACHE}))
     if result.exit_code != 0:
         raise PrelockError(
             f"{entry.directory}/BUILD ({entry.resolve}): uv could not resolve its requirements for "
-            f"{inputs.platform}, CPython {inputs.python}, so pex could not lock them either:\n"
+            f"{inputs.platform}, CPython {inputs.python} (the pins `generate-lockfiles` would lock with):\n"
             f"{result.stderr.decode().strip()}\n"
             f"Fix: change the requirement files (or the folder's [localai.overrides.<folder>] in 3rdparty/accelerators.toml), "
             f"then run `{regenerate(entry.resolve)}` again."
