@@ -39,9 +39,10 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                 f"{build_file_dir()}/BUILD: '{key}' is given a budget or a note but is not a variant: "
                 f"accelerators={list(accelerators)}, arm64={list(arm64)} ('<accelerator>-arm64')"
             )
-    for accel in [*arm64, *prelock]:
-        if accel not in accelerators:
-            raise ValueError(f"{build_file_dir()}/BUILD: arm64=[...] or prelock=[...] names '{accel}', which is not in accelerators={list(accelerators)}")
+    for option, accels in (("arm64", arm64), ("prelock", prelock)):
+        for accel in accels:
+            if accel not in accelerators:
+                raise ValueError(f"{build_file_dir()}/BUILD: {option}=[...] names '{accel}', which is not in accelerators={list(accelerators)}")
     if arm64 and engines:
         raise ValueError(
             f"{build_file_dir()}/BUILD: arm64=[...] with engines=[...]: a backend's engines are built for x86_64 CPU "
