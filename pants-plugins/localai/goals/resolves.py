@@ -36,8 +36,8 @@ from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
-from localai.lint.stale import generated_file_result
 from localai.goals.prelock_inputs import PrelockInputs, PrelockInputsRequest
+from localai.lint.stale import generated_file_result
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.prelock import PinBlock, PinBlockError, regenerate, split_pin_block
 from localai.model.variant import VARIANT_PIP_OPTIONS_DIR, Variant, is_backend_variant

@@ -7,6 +7,7 @@ from pants.core.goals.lint import LintResult
 from pants.engine.addresses import Address
 from pants.testutil.rule_runner import QueryRule
 
+from localai.goals.prelock_inputs import PrelockInputs, PrelockInputsRequest
 from localai.goals.resolves import (
     BEGIN,
     END,
@@ -19,7 +20,6 @@ from localai.goals.resolves import (
     render_variant_pip_options,
     update_pants_toml,
 )
-from localai.goals.prelock_inputs import PrelockInputs, PrelockInputsRequest
 from localai.model.prelock import PinBlock
 from localai.testutil import PANTS_TOML, backend_files, make_rule_runner, resolve_options
 

@@ -6,7 +6,14 @@ from localai.model.prelock import END, PinBlock, PinBlockError, inputs_digest, s
 
 PATH = "3rdparty/accelerators/variants/demo-cpu.txt"
 HEAD = "# pip options\n--find-links file://${LOCALAI_WHEELHOUSE}/cpu/\n"
-INPUTS = dict(requirements=["b", "a==1"], pip_options=["--find-links x"], indexes=["https://pypi.org/simple/"], find_links=[], python="3.11", platform="x86_64-manylinux_2_28")
+INPUTS = dict(
+    requirements=["b", "a==1"],
+    pip_options=["--find-links x"],
+    indexes=["https://pypi.org/simple/"],
+    find_links=[],
+    python="3.11",
+    platform="x86_64-manylinux_2_28",
+)
 
 
 def _block() -> PinBlock:
