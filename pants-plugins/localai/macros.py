@@ -4,7 +4,7 @@
 
 
 def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, version="0.1.0", engines=(), libraries=(),
-                    tags=None, arm64=(), arm64_tags=None, arm64_engines=(), **kwargs):
+                    tags=None, arm64=(), arm64_tags=None, arm64_engines=(), prelock=(), **kwargs):
     """Declares a backend with one variant per accelerator.
 
     engines:            native engine targets (e.g. "engines/minilm:avx2") built into every
@@ -24,6 +24,8 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                         ["by-hand"]: CI builds and emulates one arm64 torch backend, rerankers)
     arm64_engines:      the engines' aarch64 builds the arm64 variants carry instead of `engines`
                         (e.g. "engines/minilm:arm64-neon"); required with arm64=[...] and engines=[...]
+    prelock:            accelerators whose variant uv resolves before pex locks it
+                        (`./pants localai-prelock`: exact pins in the resolve's own pip options)
     """
     if not accelerators or isinstance(accelerators, str):
         raise ValueError(
@@ -39,9 +41,10 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                 f"{build_file_dir()}/BUILD: '{key}' is given a budget or a note but is not a variant: "
                 f"accelerators={list(accelerators)}, arm64={list(arm64)} ('<accelerator>-arm64')"
             )
-    for accel in arm64:
-        if accel not in accelerators:
-            raise ValueError(f"{build_file_dir()}/BUILD: arm64=[...] names '{accel}', which is not in accelerators={list(accelerators)}")
+    for option, accels in (("arm64", arm64), ("prelock", prelock)):
+        for accel in accels:
+            if accel not in accelerators:
+                raise ValueError(f"{build_file_dir()}/BUILD: {option}=[...] names '{accel}', which is not in accelerators={list(accelerators)}")
     if arm64 and engines and not arm64_engines:
         raise ValueError(
             f"{build_file_dir()}/BUILD: arm64=[...] with engines=[...] needs arm64_engines=[...]: the engines' "
@@ -63,6 +66,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             not_lockable_here=not_lockable_here.get(accel),
             version=version,
             tags=tags,
+            prelock=accel in prelock,
         )
     arm64_tags = tags if arm64_tags is None else arm64_tags
     for accel in arm64:
@@ -120,7 +124,7 @@ def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=N
         native_engine(name="fuzz", cpu_level=fuzz_level, sanitizer_coverage=True, **{**common, "test_binary": None})
 
 
-def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0", extra_indexes=None):
+def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0", extra_indexes=None, prelock=()):
     """One of LocalAI's own backend folders (backend/python/<name>/, copied unchanged), as
     written by `./pants localai-import`: a variant per accelerator whose LocalAI profile has a
     requirement file. Its backend.py runs unchanged: top-level backend_pb2 stubs are generated
@@ -147,6 +151,8 @@ def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, ve
             version=version,
             layout="localai",
             extra_indexes=extra_indexes.get(accel),
+            # [localai.overrides.<folder>] prelock: uv pins it before pex locks it (goals/prelock.py)
+            prelock=accel in prelock,
         )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pants.backend.python.target_types import PythonRequirementTarget
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
+    BoolField,
     Dependencies,
     IntField,
     MultipleSourcesField,
@@ -149,6 +150,20 @@ class ExtraIndexesField(StringSequenceField):
     )
 
 
+class PrelockField(BoolField):
+    alias = "prelock"
+    default = False
+    help = help_text(
+        """
+        Resolve this variant with uv before pex locks it (`./pants localai-prelock`): its resolve
+        gets a pip options file of its own (3rdparty/accelerators/variants/<resolve>.txt) whose
+        generated block pins every package exactly, so pip's resolver inside `generate-lockfiles`
+        does not backtrack. For imported folders, written by `./pants localai-import` from
+        `[localai.overrides.<folder>] prelock` in 3rdparty/accelerators.toml.
+        """
+    )
+
+
 class LocalAIBackendVariantTarget(Target):
     alias = "localai_backend_variant"
     core_fields = (
@@ -161,6 +176,7 @@ class LocalAIBackendVariantTarget(Target):
         NotLockableHereField,
         LayoutField,
         ExtraIndexesField,
+        PrelockField,
     )
     help = help_text(
         """

@@ -35,11 +35,13 @@ from localai.target_types import (
     LayoutField,
     NotLockableHereField,
     PlatformField,
+    PrelockField,
     SizeBudgetField,
     VersionField,
 )
 
-# Pip options files of single variants (an imported folder's own index): generated, goals/resolves.py.
+# Pip options files of single variants (an imported folder's own index, a prelocked variant's
+# exact pins): generated, goals/resolves.py.
 VARIANT_PIP_OPTIONS_DIR = "3rdparty/accelerators/variants"
 
 
@@ -65,6 +67,7 @@ class VariantRequest:
     accelerator: str
     platform: str = BUILD_PLATFORM
     extra_indexes: tuple[str, ...] = ()
+    prelock: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,8 @@ class Variant:
     # Indexes of its own (an imported folder's, [localai.overrides.<folder>] extra_indexes), seen
     # by its resolve alone, through pip_options.
     extra_indexes: tuple[str, ...] = ()
+    # Resolved by uv first (goals/prelock.py): its own pip options file carries exact pins.
+    prelock: bool = False
 
     @classmethod
     def of(
@@ -84,8 +89,9 @@ class Variant:
         accelerator: Accelerator,
         platform: TargetPlatform = PLATFORMS[BUILD_PLATFORM],
         extra_indexes: tuple[str, ...] = (),
+        prelock: bool = False,
     ) -> "Variant":
-        return cls(address, backend_name(address.spec_path), accelerator, platform, tuple(extra_indexes))
+        return cls(address, backend_name(address.spec_path), accelerator, platform, tuple(extra_indexes), prelock)
 
     @property
     def directory(self) -> str:
@@ -97,7 +103,11 @@ class Variant:
         context = f"{tgt.address.spec_path}/BUILD ({tgt.address})"
         accel = matrix.get(tgt[AcceleratorField].value, context=context)
         return cls.of(
-            tgt.address, accel, platform_named(tgt[PlatformField].value, context=context), tuple(tgt.get(ExtraIndexesField).value or ())
+            tgt.address,
+            accel,
+            platform_named(tgt[PlatformField].value, context=context),
+            tuple(tgt.get(ExtraIndexesField).value or ()),
+            bool(tgt.get(PrelockField).value),
         )
 
     @property
@@ -137,8 +147,9 @@ class Variant:
 
     @property
     def pip_options(self) -> str:
-        """Its resolve's pip options file: the accelerator's, or one of its own when it has extra indexes."""
-        return pip_options_path(self.accelerator.pip_options, self.resolve, self.extra_indexes)
+        """Its resolve's pip options file: the accelerator's, or one of its own when it has extra
+        indexes or is prelocked."""
+        return pip_options_path(self.accelerator.pip_options, self.resolve, self.extra_indexes, self.prelock)
 
 
 def variant_name(accelerator: str, platform: TargetPlatform) -> str:
@@ -160,10 +171,11 @@ def lockfile_path(resolve: str) -> str:
     return f"lockfiles/{resolve}.lock"
 
 
-def pip_options_path(accelerator_pip_options: str, resolve: str, extra_indexes: tuple[str, ...] = ()) -> str:
+def pip_options_path(accelerator_pip_options: str, resolve: str, extra_indexes: tuple[str, ...] = (), prelock: bool = False) -> str:
     """The accelerator's pip options file; a resolve with indexes of its own has its own file
-    (the accelerator's options plus those indexes), so no other resolve sees them."""
-    return f"{VARIANT_PIP_OPTIONS_DIR}/{resolve}.txt" if extra_indexes else accelerator_pip_options
+    (the accelerator's options plus those indexes), so no other resolve sees them, and so has a
+    prelocked one (plus its exact pins, which are no other resolve's)."""
+    return f"{VARIANT_PIP_OPTIONS_DIR}/{resolve}.txt" if extra_indexes or prelock else accelerator_pip_options
 
 
 def backend_name(directory: str) -> str:
@@ -184,11 +196,18 @@ async def resolve_variant(request: VariantRequest, python_setup: PythonSetup) ->
     matrix = await Get(AcceleratorMatrix)
     context = f"{request.address.spec_path}/BUILD ({request.address})"
     accel = matrix.get(request.accelerator, context=context)
-    variant = Variant.of(request.address, accel, platform_named(request.platform, context=context), request.extra_indexes)
+    variant = Variant.of(
+        request.address, accel, platform_named(request.platform, context=context), request.extra_indexes, request.prelock
+    )
     if variant.platform.cross and variant.platform.name not in accel.platforms:
         raise VariantConfigError(
             f"{context}: the {accel.name} accelerator has no {variant.platform.name} builds (its platforms in "
             f"3rdparty/accelerators.toml: {', '.join(accel.platforms)}). Fix: drop the variant, or add the platform there."
+        )
+    if variant.prelock and variant.platform.cross:
+        raise VariantConfigError(
+            f"{context}: prelock is set on a cross-built ({variant.platform.name}) variant; its lock comes from "
+            f"goals/platform_lockfiles.py, not from `generate-lockfiles`, which the uv pins feed. Fix: drop prelock for it."
         )
     problems = []
     lockfile = python_setup.resolves.get(variant.resolve)
@@ -196,7 +215,11 @@ async def resolve_variant(request: VariantRequest, python_setup: PythonSetup) ->
         problems.append(f"[python.resolves] maps it to {lockfile!r}" if lockfile else "[python.resolves] lacks it")
     pip_options = python_setup.resolves_to_constraints_file(()).get(variant.resolve)
     if pip_options != variant.pip_options:
-        whose = f"its own pip options (the accelerator's plus {', '.join(variant.extra_indexes)})" if variant.extra_indexes else "the accelerator's pip options"
+        whose = (
+            f"its own pip options (the accelerator's plus {', '.join(variant.extra_indexes) or 'exact pins'})"
+            if variant.pip_options != accel.pip_options
+            else "the accelerator's pip options"
+        )
         problems.append(
             f"[python.resolves_to_constraints_file] gives {pip_options!r}, not {whose} "
             f"{variant.pip_options!r} (index isolation)"
@@ -302,7 +325,13 @@ async def backend_variant(request: BackendVariantRequest) -> BackendVariant:
     tgt = wrapped.target
     variant = await Get(
         Variant,
-        VariantRequest(tgt.address, tgt[AcceleratorField].value, tgt[PlatformField].value, tuple(tgt.get(ExtraIndexesField).value or ())),
+        VariantRequest(
+            tgt.address,
+            tgt[AcceleratorField].value,
+            tgt[PlatformField].value,
+            tuple(tgt.get(ExtraIndexesField).value or ()),
+            bool(tgt.get(PrelockField).value),
+        ),
     )
     maybe = await Get(MaybeLockfile, LockfileRequest(variant.lockfile))
     return BackendVariant(

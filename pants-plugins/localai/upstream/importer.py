@@ -58,6 +58,7 @@ from localai.upstream.layout import (
     BACKEND_FILE,
     COMMON_DIR,
     REQUIREMENT_FILE,
+    InstallShOverride,
     LocalAIConventions,
     LocalAILayoutError,
     check_file_names,
@@ -83,6 +84,8 @@ class ImportedVariant:
     not_lockable: str | None
     # The folder's own indexes for this variant ([localai.overrides.<folder>] extra_indexes)
     extra_indexes: tuple[str, ...] = ()
+    # uv resolves it before pex locks it ([localai.overrides.<folder>] prelock)
+    prelock: bool = False
 
     @property
     def resolve(self) -> str:
@@ -91,11 +94,13 @@ class ImportedVariant:
     @property
     def pip_options(self) -> str:
         """As Variant.pip_options names it once the BUILD file is written."""
-        return pip_options_path(self.accelerator_pip_options, self.resolve, self.extra_indexes)
+        return pip_options_path(self.accelerator_pip_options, self.resolve, self.extra_indexes, self.prelock)
 
     def entry(self) -> ResolveEntry:
-        own = self.accelerator_pip_options if self.extra_indexes else ""
-        return ResolveEntry(self.resolve, lockfile_path(self.resolve), self.pip_options, self.directory, self.extra_indexes, own)
+        own = self.accelerator_pip_options if self.pip_options != self.accelerator_pip_options else ""
+        return ResolveEntry(
+            self.resolve, lockfile_path(self.resolve), self.pip_options, self.directory, self.extra_indexes, own, self.prelock
+        )
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,9 @@ def build_line(variants: list[ImportedVariant]) -> str:
     if extra:
         pairs = ", ".join(f'"{a}": {_pylist(urls)}' for a, urls in extra.items())
         args.append(f"extra_indexes={{{pairs}}}")
+    prelock = [v.accelerator for v in variants if v.prelock]
+    if prelock:
+        args.append(f"prelock={_pylist(prelock)}")
     return f"localai_import({', '.join(args)})"
 
 
@@ -207,6 +215,7 @@ def plan_import(
                     layered.replacements,
                     not_lockable,
                     layered.extra_indexes,
+                    accel.name in conventions.overrides.get(name, InstallShOverride()).prelock,
                 )
             )
         if not declared and folder_skips:
@@ -355,6 +364,8 @@ async def localai_import(
                 console.print_stdout(f"  pin policy: {r}")
             for url in v.extra_indexes:
                 console.print_stdout(f"  extra index: {url}, seen by {v.resolve} alone ({v.pip_options})")
+            if v.prelock:
+                console.print_stdout(f"  prelock: run `./pants localai-prelock --resolve={v.resolve}` before generate-lockfiles")
         writes.update(plan.build_files)
         entries = import_entries(root, entries, plan)
         console.print_stderr(f"localai-import: {plan.summary(root)}")

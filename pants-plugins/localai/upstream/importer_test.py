@@ -332,3 +332,13 @@ def test_goal_writes_the_variants_own_pip_options_and_localai_resolves_agrees() 
     Path(rule_runner.build_root, own).write_text("--extra-index-url https://elsewhere.invalid/simple\n")
     assert rule_runner.run_goal_rule(ResolvesGoal, args=["--check"]).exit_code == 1
     assert _run(rule_runner, "--check").exit_code == 1
+
+
+def test_a_prelocked_folder_variant_gets_its_own_pip_options_file(matrix) -> None:
+    conventions = LocalAIConventions.parse(MATRIX + '\n[localai.overrides.llm]\nprelock = ["cpu"]\n', matrix)
+    plan = plan_import(ROOT, {"common": {}, "llm": LLM}, matrix, conventions)
+    assert plan.build_files[f"{ROOT}/llm/BUILD"].splitlines()[1] == 'localai_import(accelerators=["cpu"], prelock=["cpu"])'
+    [cpu] = plan.variants
+    assert cpu.prelock and cpu.pip_options == "3rdparty/accelerators/variants/localai-llm-cpu.txt"
+    [entry] = import_entries(ROOT, (), plan)
+    assert entry.prelock and entry.accelerator_pip_options == "3rdparty/accelerators/cpu.txt" and entry.extra_indexes == ()

@@ -85,6 +85,9 @@ class InstallShOverride:
     # accelerator -> indexes this folder's variant of it may name (`--extra-index-url`), seen by
     # that variant's resolve alone; keyed by accelerator, so `accelerators` does not scope it
     extra_indexes: FrozenDict[str, tuple[str, ...]] = FrozenDict()
+    # accelerators whose variant of this folder uv resolves first (goals/prelock.py): pip alone
+    # backtracks for too long over its requirements
+    prelock: tuple[str, ...] = ()
 
     def reasons(self, folder: str, accelerator: str) -> tuple[str, ...]:
         if self.accelerators and accelerator not in self.accelerators:
@@ -100,7 +103,7 @@ class InstallShOverride:
         return tuple(found)
 
 
-_OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators", "extra_indexes"}
+_OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators", "extra_indexes", "prelock"}
 
 
 @dataclass(frozen=True)
@@ -159,11 +162,20 @@ class LocalAIConventions:
                 )
             for accel in extra:
                 matrix.get(accel, context=f"{where} extra_indexes")
+            prelock = entry.get("prelock", [])
+            if not isinstance(prelock, list) or not all(isinstance(a, str) for a in prelock):
+                raise LocalAILayoutError(
+                    f"{where}: prelock must list the accelerators whose variant of this folder uv resolves before pex locks it. "
+                    f"Fix: e.g. prelock = [\"cpu\"]."
+                )
+            for accel in prelock:
+                matrix.get(accel, context=f"{where} prelock")
             overrides[folder] = InstallShOverride(
                 tuple(normalized_name(n) for n in no_deps),
                 out_of_scope,
                 accels,
                 FrozenDict({a: tuple(u.rstrip("/") for u in urls) for a, urls in sorted(extra.items())}),
+                tuple(prelock),
             )
         return cls(FrozenDict(profiles), FrozenDict(family), FrozenDict(aliases), FrozenDict(overrides))
 

@@ -6,7 +6,7 @@ from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 
 from localai.errors import LocalAIError
-from localai.model.accelerators import AcceleratorMatrix
+from localai.model.accelerators import AcceleratorMatrix, AcceleratorMatrixError
 from localai.model.requirements import layer_with_origin
 from localai.testutil import make_rule_runner, repo_file
 from localai.upstream.git_pins import GitPins, GitPinsError, commit_of
@@ -345,7 +345,7 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
     [
         (
             '[localai.overrides.x]\nno_dep = ["a"]\n',
-            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, out_of_scope",
+            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, out_of_scope, prelock",
         ),
         (
             '[localai.overrides.x]\nextra_indexes = ["https://a.invalid/simple"]\n',
@@ -353,6 +353,7 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
         ),
         ('[localai.overrides.x]\nno_deps = "a"\n', r"\[localai.overrides.x\]: no_deps must be a list of project names"),
         ('[localai.overrides.x]\nout_of_scope = " "\n', r"\[localai.overrides.x\]: out_of_scope must say why"),
+        ('[localai.overrides.x]\nprelock = true\n', r"\[localai.overrides.x\]: prelock must list the accelerators.*prelock = \[\"cpu\"\]"),
     ],
 )
 def test_a_malformed_override_is_refused_naming_the_table_and_the_fix(matrix, table, message) -> None:
@@ -369,3 +370,10 @@ def test_the_repository_overrides_name_localai_folders_install_sh_steps(conventi
     assert conventions.overrides["chatterbox"].no_deps == ("chatterbox-tts",)
     assert "--no-build-isolation" in conventions.overrides["fish-speech"].out_of_scope
     assert conventions.overrides["vllm-omni"].accelerators == ("cuda13", "rocm")
+
+
+def test_prelock_lists_known_accelerators(matrix) -> None:
+    table = '[localai.overrides.x]\nprelock = ["cpu"]\n'
+    assert LocalAIConventions.parse(MATRIX + "\n" + table, matrix).overrides["x"].prelock == ("cpu",)
+    with pytest.raises(AcceleratorMatrixError, match=r"\[localai.overrides.x\] prelock: unknown accelerator 'gpu9'"):
+        LocalAIConventions.parse(MATRIX + "\n" + table.replace("cpu", "gpu9"), matrix)
