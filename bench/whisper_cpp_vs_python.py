@@ -86,15 +86,20 @@ elif kind == "asr-transformers":
         model.generate(feats, decoder_input_ids=torch.tensor([[50258, 50259, 50359, 50363]]),
                        max_new_tokens=args["tokens"], min_new_tokens=args["tokens"], do_sample=False, num_beams=1)
     run = time.perf_counter() - t0
+    tokens = args["tokens"]
 elif kind == "asr-faster-whisper":
     from faster_whisper import WhisperModel
     t0 = time.perf_counter()
     m = WhisperModel(args["ct2"], device="cpu", compute_type="int8", cpu_threads=args["threads"])
     load = time.perf_counter() - t0
     t0 = time.perf_counter()
+    # whisper.cpp with no_timestamps suppresses every token above EOT (task, language, timestamps): the
+    # same here. CTranslate2 stops this model at about half its max_length (224 tokens for 448 =
+    # prompt + max_new_tokens, 112 for 224), so it gets the whole 448 context and the row reports
+    # the tokens it decoded (223 against 220 for the others).
     segs, info = m.transcribe(audio, language="en", beam_size=1, temperature=0.0, without_timestamps=True,
-                              condition_on_previous_text=False, vad_filter=False, max_new_tokens=args["tokens"],
-                              suppress_tokens=[], suppress_blank=False)
+                              condition_on_previous_text=False, vad_filter=False, max_new_tokens=444,
+                              suppress_tokens=list(range(50258, 51865)), suppress_blank=False)
     tokens = sum(len(seg.tokens) for seg in segs)
     run = time.perf_counter() - t0
 # VmHWM, not getrusage's ru_maxrss: Linux carries the forking parent's peak across exec into
@@ -203,9 +208,10 @@ def main() -> None:
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         rows.append((kind, secs, med))
         print(kind, json.dumps(med), flush=True)
-    print("\n| what | audio | load (s) | run (s) | real-time factor | peak RSS (MB) |\n|---|---|---|---|---|---|")
+    print("\n| what | audio | load (s) | run (s) | real-time factor | tokens | peak RSS (MB) |\n|---|---|---|---|---|---|---|")
     for kind, secs, m in rows:
-        print(f"| {kind} | {secs} s | {m['load_s']:.3f} | {m['run_s']:.3f} | {m['run_s'] / secs:.4f} | {m['peak_rss_mb']:.0f} |")
+        print(f"| {kind} | {secs} s | {m['load_s']:.3f} | {m['run_s']:.3f} | {m['run_s'] / secs:.4f} | {m['tokens']:.0f} "
+              f"| {m['peak_rss_mb']:.0f} |")
 
 
 if __name__ == "__main__":
