@@ -10,12 +10,15 @@ tests/tools/install-debian-tools.sh. Emulated timings are emulation's, never arm
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
+from tests.integration.backend_process import BackendProcess
 from tests.integration.registry import debian_tool
 
 SUITE = "bookworm"
@@ -90,3 +93,18 @@ def python_on_path(directory: Path) -> Path:
     wrapper.chmod(0o755)
     return directory
 
+
+
+@contextlib.contextmanager
+def served_beside_x86_64(backend: str, qemu_bin: Path, timeout: float) -> Iterator[tuple[BackendProcess, BackendProcess]]:
+    """(arm64, x86_64): the backend's `cpu-arm64` folder served by the aarch64 interpreter under
+    qemu and its `cpu` folder served natively, both healthy; stopped on exit."""
+    arm = BackendProcess(backend, "cpu-arm64", env={"PATH": f"{python_on_path(qemu_bin)}:{os.environ['PATH']}"})
+    x86 = BackendProcess(backend, "cpu")
+    try:
+        x86.wait_healthy()
+        arm.wait_healthy(timeout=timeout)
+        yield arm, x86
+    finally:
+        arm.stop()
+        x86.stop()

@@ -6,7 +6,6 @@ all-MiniLM-L6-v2 embeddings (cosine > 0.9999 per text). Timings under emulation 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -14,10 +13,10 @@ import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from engines.minilm.convert import convert, default_model_dir
-from tests.integration.aarch64_python import python_argv, python_on_path
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.aarch64_python import python_argv, served_beside_x86_64
+from tests.integration.backend_process import dist_path, pex_distributions
 from tests.integration.rpc_checks import assert_healthy
+from tests.integration.tiny_models import minilm_gguf
 
 ARM_LEVELS = ["arm64-i8mm", "arm64-sve", "arm64-dotprod", "arm64-neon"]  # backends/common/cpu_levels.json, best first
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "LocalAI runs models on arm64 too.",
@@ -44,27 +43,13 @@ def engine_builds(pex: Path) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def gguf(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gguf") / "minilm-f32.gguf"
-    convert(default_model_dir(), out, "f32")
-    return out
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory, gguf):
-    path = f"{python_on_path(tmp_path_factory.mktemp('qemu-bin'))}:{os.environ['PATH']}"
-    arm = BackendProcess("minilm-ggml", "cpu-arm64", env={"PATH": path})
-    x86 = BackendProcess("minilm-ggml", "cpu")
-    try:
-        x86.wait_healthy()
-        arm.wait_healthy(timeout=EMULATED)
-        for server in (arm, x86):
+def servers(tmp_path_factory):
+    gguf = minilm_gguf(tmp_path_factory.mktemp("gguf"))
+    with served_beside_x86_64("minilm-ggml", tmp_path_factory.mktemp("qemu-bin"), EMULATED) as pair:
+        for server in pair:
             res = server.stub.LoadModel(backend_pb2.ModelOptions(Model=str(gguf)), timeout=EMULATED)
             assert res.success, res.message + server.output()
-        yield arm, x86
-    finally:
-        arm.stop()
-        x86.stop()
+        yield pair
 
 
 def test_the_arm64_folder_carries_only_aarch64_engine_builds():

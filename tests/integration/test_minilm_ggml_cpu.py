@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from engines.minilm.convert import convert, default_model_dir
 from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files
 from tests.integration.rpc_checks import undecodable_requests_are_invalid_argument
-from tests.integration.tiny_models import minilm_dir
+from tests.integration.tiny_models import minilm_dir, minilm_gguf
 
 LEVELS = packaged_cpu_levels()
 TEXTS = ["A man is eating food.", "Ünïcödé ünd 日本語のテキスト 🙂", "x" * 3000, "short"]
@@ -19,9 +18,7 @@ TEXTS = ["A man is eating food.", "Ünïcödé ünd 日本語のテキスト �
 
 @pytest.fixture(scope="module")
 def gguf(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gguf") / "minilm-f32.gguf"
-    convert(default_model_dir(), out, "f32")
-    return out
+    return minilm_gguf(tmp_path_factory.mktemp("gguf"))
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,13 @@ are emulation's, never arm64's."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.aarch64_python import python_on_path
+from tests.integration.aarch64_python import served_beside_x86_64
 from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
 from tests.integration.rpc_checks import assert_healthy
 from tests.integration.tiny_models import minilm_dir, tiny_cross_encoder
@@ -35,16 +34,8 @@ def elf_machine(path: Path) -> int:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    path = f"{python_on_path(tmp_path_factory.mktemp('qemu-bin'))}:{os.environ['PATH']}"
-    arm = BackendProcess("rerankers", "cpu-arm64", env={"PATH": path})
-    x86 = BackendProcess("rerankers", "cpu")
-    try:
-        x86.wait_healthy()
-        arm.wait_healthy(timeout=EMULATED)
-        yield arm, x86
-    finally:
-        arm.stop()
-        x86.stop()
+    with served_beside_x86_64("rerankers", tmp_path_factory.mktemp("qemu-bin"), EMULATED) as pair:
+        yield pair
 
 
 def test_the_arm64_folder_is_an_aarch64_build():

@@ -36,6 +36,15 @@ def minilm_dir() -> Path:
     return candidates[0]
 
 
+def minilm_gguf(out_dir: Path) -> Path:
+    """all-MiniLM-L6-v2 converted to the minilm engine's GGUF (f32) by engines/minilm/convert.py."""
+    from engines.minilm.convert import convert, default_model_dir
+
+    out = out_dir / "minilm-f32.gguf"
+    convert(default_model_dir(), out, "f32")
+    return out
+
+
 def tiny_cross_encoder(out: Path) -> Path:
     """A 1-layer BERT sequence classifier (num_labels=1) with MiniLM's real WordPiece vocab."""
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast

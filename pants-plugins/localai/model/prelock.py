@@ -20,6 +20,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from localai.errors import LocalAIError
+
 GOAL = "./pants localai-prelock"
 BEGIN_PREFIX = "# Exact pins of every package the resolve locks"
 END = "# Pins: end."
@@ -27,7 +29,7 @@ _RECORD = re.compile(r"^# (?P<tool>.+?) for (?P<target>.+?); inputs sha256:(?P<i
 _PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[^\s;#@]+$")
 
 
-class PinBlockError(ValueError):
+class PinBlockError(LocalAIError):
     """A pins block that is not as generated (its message names the file and the fix)."""
 
 
