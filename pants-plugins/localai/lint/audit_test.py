@@ -173,7 +173,7 @@ def test_cuda13_artifact_needing_cuda_libs_nobody_provides_fails(tmp_path) -> No
     assert failed
     line = next(l for l in art.gpu_links if "libtorchaudio.abi3.so" in l)
     assert "NEEDs libc10_cuda.so, libcudart.so.13, libtorch_cuda.so, which neither the lockfile's wheels nor" in line
-    assert "system_libs (libcuda.so.1, libnvidia-ml.so.1)" in line
+    assert "the cuda13 accelerator's system_libs (libcuda.so.1, libnvidia-ml.so.1, " in line
 
 
 TORCH_LIBS = ["libc10.so", "libtorch.so", "libtorch_cpu.so"]  # what torchaudio NEEDs from torch's wheel

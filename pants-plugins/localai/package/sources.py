@@ -117,15 +117,14 @@ class EngineArtifacts:
 
 
 @rule(desc="Build a backend's native engines", level=LogLevel.DEBUG)
-async def build_engine_artifacts(
-    request: EngineArtifactsRequest, native: NativeSubsystem, table: CpuLevelTable
-) -> EngineArtifacts:
+async def build_engine_artifacts(request: EngineArtifactsRequest, native: NativeSubsystem) -> EngineArtifacts:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="<localai>"))
     direct = await Get(Targets, DependenciesRequest(wrapped.target[Dependencies]))
     # Native engines and converted models, by their field sets: no other packageable dependency
     # is carried into the PEX.
     engine_sets = [NativeEngineFieldSet.create(t) for t in direct if NativeEngineFieldSet.is_applicable(t)]
-    platform_of = dict(table.platforms)
+    # The level table only where there are engines: a backend without any needs no table.
+    platform_of = dict((await Get(CpuLevelTable)).platforms) if engine_sets else {}
     wrong = wrong_platform_engines([(fs.cpu_level.value, fs.address.spec) for fs in engine_sets], request.machine, platform_of)
     if wrong:
         raise EngineArtifactsError(
