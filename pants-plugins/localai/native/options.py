@@ -55,9 +55,11 @@ def kept_engines(
             file=TABLE_PATH,
             fix=f"Use levels of that table: {sorted(CPU_LEVELS)}.",
         )
+    if not engines:
+        return []  # a backend without engines (the rule then reads no level table: platform_of is empty)
     restricted = {platform_of[level] for level in levels}
     kept = [engine for level, engine in engines if level in levels or platform_of[level] not in restricted]
-    if engines and not kept:
+    if not kept:
         raise CpuLevelOptionError(
             f"[localai-native].cpu_levels={list(levels)} leaves none of its engine levels "
             f"{sorted({level for level, _ in engines})}.",
