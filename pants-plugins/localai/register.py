@@ -10,7 +10,7 @@ from localai.lint import audit, zizmor
 from localai.model import accelerators, lockfile, requirements, variant, wheelhouse
 from localai.oci import image, index, publish
 from localai.package import backend, cross_downloads, pex_assembly, portable_python, proto, signing, source_checkout, sources
-from localai.upstream import git_pins, importer, layout, proto_diff
+from localai.upstream import git_pins, importer, layout, proto_diff, report
 
 
 def target_types():
@@ -44,6 +44,7 @@ def rules():
         *git_pins.rules(),
         *sources.rules(),
         *importer.rules(),
+        *report.rules(),
         *resolves.rules(),
         *prelock_inputs.rules(),
         *prelock.rules(),

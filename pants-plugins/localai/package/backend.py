@@ -160,8 +160,11 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
             sources=request.sources.digest,
             main=EntryPoint.parse(request.sources.entry_point),
             # venv execution mode: the first start unpacks into PEX_ROOT once, later starts reach
-            # Health OK as fast as a plain venv (docs/benchmarks.md, cold start).
-            additional_args=("--venv", *cross_args),
+            # Health OK as fast as a plain venv (docs/benchmarks.md, cold start). Its site-packages
+            # holds files (hard links), not symlinks into each wheel's own directory, as a pip-installed
+            # venv does: an extension's $ORIGIN RUNPATH then finds the libraries another wheel put
+            # beside it (mlx's core.so loads mlx/lib/libmlx.so, which mlx-cpu installs).
+            additional_args=("--venv", "--venv-site-packages-copies", *cross_args),
             description=f"Build {path}",
         )),
     )

@@ -36,12 +36,18 @@ import sys
 
 
 def main():
+    import os
+
     import grpc
+    from grpc._cython import cygrpc
     from backends.proto import backend_pb2, backend_pb2_grpc  # generated at build time
 
     rpcs = backend_pb2.DESCRIPTOR.services_by_name["Backend"].methods
     assert hasattr(backend_pb2_grpc, "BackendServicer")
-    print(f"grpc={grpc.__version__} rpcs={len(rpcs)} args={sys.argv[1:]}")
+    # Where the dynamic loader's $ORIGIN for this extension is: the venv's own site-packages, or a
+    # symlink's target in one wheel's directory (where another wheel's libraries are not).
+    origin = os.path.dirname(os.path.realpath(cygrpc.__file__))
+    print(f"grpc={grpc.__version__} rpcs={len(rpcs)} args={sys.argv[1:]} origin_in_venv={origin.startswith(sys.prefix)}")
 '''
 
 
@@ -173,7 +179,7 @@ def test_the_pex_runs_with_stubs_compiled_from_its_own_lock(built, tmp_path) -> 
     out = subprocess.run(["sh", str(dist / "run.sh"), "--addr", "127.0.0.1:0"], capture_output=True, text=True,
                          env={**os.environ, "PEX_ROOT": pex_root}, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "grpc=1.85.3 rpcs=52 args=['--addr', '127.0.0.1:0']"
+    assert out.stdout.strip() == "grpc=1.85.3 rpcs=52 args=['--addr', '127.0.0.1:0'] origin_in_venv=True"
 
 
 def test_missing_lockfile_names_the_target_and_the_command_that_makes_it(rule_runner) -> None:

@@ -37,8 +37,9 @@ from pants.base.specs import Specs
 from pants.engine.console import Console
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Snapshot, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
-from pants.engine.rules import Get, collect_rules, goal_rule
-from pants.option.option_types import BoolOption
+from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
+from pants.option.option_types import BoolOption, StrListOption
+from pants.util.frozendict import FrozenDict
 
 from localai.errors import LocalAIError
 from localai.goals.resolves import PANTS_TOML, DeclaredResolves, ResolveEntry, orphan_lines, pants_toml_update_for
@@ -279,6 +280,10 @@ class LocalAIImportSubsystem(GoalSubsystem):
             "many MB, next to our locked variant (report.py). Needs network."
         ),
     )
+    report_profiles = StrListOption(
+        default=[],
+        help="With --report: only these LocalAI profiles (e.g. `['cpu']`); default every profile a folder has a file of.",
+    )
 
 
 class LocalAIImportGoal(Goal):
@@ -286,22 +291,27 @@ class LocalAIImportGoal(Goal):
     environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
 
 
-async def upstream_report(root: str, folders: dict[str, dict[str, str]], conventions: LocalAIConventions) -> list[str]:
-    lines = []
+async def upstream_report(
+    root: str, folders: dict[str, dict[str, str]], conventions: LocalAIConventions, profiles: tuple[str, ...]
+) -> list[str]:
+    cases = []  # (directory, files, profile, lockfile path)
     for name in sorted(folders):
         files = {n: c for n, c in folders[name].items() if REQUIREMENT_FILE.match(n)}
         if name == COMMON_DIR or not files:
             continue
         directory = f"{root}/{name}"
         for profile in conventions.profiles.values():
-            if not any(f in files for f in profile_files(profile)):
+            if (profiles and profile.name not in profiles) or not any(f in files for f in profile_files(profile)):
                 continue
-            lockfile = lockfile_path(resolve_name(backend_name(directory), profile.accelerator or ''))
-            resolution = await report.resolve_like_localai(directory, files, profile)
-            maybe = await Get(MaybeLockfile, LockfileRequest(lockfile))
-            ours = report.ours_line(lockfile, maybe.lockfile, profile)
-            lines.append(report.report_line(directory, profile, resolution, ours))
-    return lines
+            cases.append((directory, files, profile, lockfile_path(resolve_name(backend_name(directory), profile.accelerator or ""))))
+    # The resolves wait on the network more than on the CPU: run as many as Pants allows at once.
+    resolutions = await MultiGet(Get(report.Resolution, report.ResolutionRequest(d, FrozenDict(f), p)) for d, f, p, _ in cases)
+    lockfiles = await MultiGet(Get(MaybeLockfile, LockfileRequest(path)) for *_, path in cases)
+    lines = [
+        report.report_line(directory, profile, resolution, report.ours_line(path, maybe.lockfile, profile))
+        for (directory, _, profile, path), resolution, maybe in zip(cases, resolutions, lockfiles)
+    ]
+    return [*lines, report.totals_line(resolutions)]
 
 
 async def pin_git_refs(console: Console, folders: dict[str, dict[str, str]], pins: GitPins) -> GitPins:
@@ -349,7 +359,7 @@ async def localai_import(
         pins = await pin_git_refs(console, folders, pins)
         plan = plan_import(root, folders, matrix, conventions, pins)
         if subsystem.report:
-            for line in await upstream_report(root, folders, conventions):
+            for line in await upstream_report(root, folders, conventions, tuple(subsystem.report_profiles)):
                 console.print_stdout(line)
             continue
         for note in plan.notes:

@@ -17,7 +17,9 @@ from pants.backend.python.util_rules.pex import PythonExecutable
 from pants.engine.env_vars import EnvironmentVars, EnvironmentVarsRequest
 from pants.engine.fs import CreateDigest, Digest, FileContent
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
-from pants.engine.rules import Get
+from pants.engine.rules import Get, collect_rules, rule
+from pants.util.frozendict import FrozenDict
+from pants.util.logging import LogLevel
 
 from localai.model.lockfile import Lockfile
 from localai.upstream.layout import Profile, index_lines, install_order
@@ -84,7 +86,9 @@ def mb(sizes) -> str:
 def report_line(folder: str, profile: Profile, resolution: Resolution, ours: str) -> str:
     head = f"{folder} [{profile.name}]"
     if resolution.error:
-        return f"{head}: LocalAI's resolution failed: {resolution.error.strip().splitlines()[-1]}  | ours: {ours}"
+        # pip ends its stderr with "[notice] A new release of pip..." lines: the cause is above them.
+        cause = [line for line in resolution.error.strip().splitlines() if line.strip() and not line.startswith("[notice]")] or ["(no message)"]
+        return f"{head}: LocalAI's resolution failed: {cause[-1]}  | ours: {ours}"
     cuda = resolution.cuda()
     total = mb([p[2] for p in resolution.packages])
     verdict = (
@@ -93,6 +97,17 @@ def report_line(folder: str, profile: Profile, resolution: Resolution, ours: str
         else "pull no nvidia/cuda/triton package"
     )
     return f"{head}: LocalAI's files {verdict} ({len(resolution.packages)} packages, {total} in all)  | ours: {ours}"
+
+
+def totals_line(resolutions) -> str:
+    """The sum over the report's rows that resolved: what LocalAI's files pull in all."""
+    done = [r for r in resolutions if not r.error]
+    cuda = [p for r in done for p in r.cuda()]
+    return (
+        f"total: {len(done)} of {len(resolutions)} resolved; LocalAI's files pull {len(cuda)} nvidia/cuda/triton "
+        f"packages ({mb([p[2] for p in cuda])}) in {sum(1 for r in done if r.cuda())} of them; "
+        f"{sum(len(r.packages) for r in done)} packages, {mb([p[2] for r in done for p in r.packages])} in all"
+    )
 
 
 def ours_line(path: str, lockfile: Lockfile | None, profile: Profile) -> str:
@@ -104,7 +119,16 @@ def ours_line(path: str, lockfile: Lockfile | None, profile: Profile) -> str:
     return f"{path}: {len(cuda)} nvidia/cuda/triton packages" + (f" ({', '.join(cuda[:3])}, ...)" if cuda else "")
 
 
-async def resolve_like_localai(directory: str, files: dict[str, str], profile: Profile) -> Resolution:
+@dataclass(frozen=True)
+class ResolutionRequest:
+    directory: str
+    files: FrozenDict[str, str]  # the folder's requirement files by name
+    profile: Profile
+
+
+@rule(desc="Resolve a LocalAI folder as LocalAI's installer does", level=LogLevel.DEBUG)
+async def resolve_like_localai(request: ResolutionRequest) -> Resolution:
+    directory, files, profile = request.directory, request.files, request.profile
     ordered = [n for n in install_order(profile) if n in files]
     extra_indexes = sorted({url for n in ordered for _, opt, url in index_lines(files[n]) if opt not in ("-f", "--find-links")})
     digest = await Get(
@@ -130,3 +154,7 @@ async def resolve_like_localai(directory: str, files: dict[str, str], profile: P
     if "error" in data:
         return Resolution((), data["error"])
     return Resolution(tuple((n, v, s) for n, v, s in data["packages"]))
+
+
+def rules():
+    return collect_rules()

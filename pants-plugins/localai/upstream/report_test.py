@@ -3,7 +3,7 @@ from __future__ import annotations
 from localai.model.lockfile import Lockfile
 from localai.testutil import fake_lockfile
 from localai.upstream.layout import Profile
-from localai.upstream.report import Resolution, ours_line, report_line
+from localai.upstream.report import Resolution, ours_line, report_line, totals_line
 
 CPU = Profile("cpu", "", "cpu")
 VULKAN = Profile("vulkan", "vulkan", None)
@@ -39,3 +39,16 @@ def test_a_clean_resolution_and_a_failed_one() -> None:
     assert "pull no nvidia/cuda/triton package" in report_line("d", CPU, Resolution((("numpy", "2.0", 1),)), "-")
     failed = report_line("d", CPU, Resolution((), "ERROR: No matching distribution found for torch==0.0.1\n"), "-")
     assert "LocalAI's resolution failed: ERROR: No matching distribution found for torch==0.0.1" in failed
+    noticed = Resolution((), "ERROR: No matching distribution found for x\n\n[notice] A new release of pip is available\n"
+                             "[notice] To update, run: python -m pip install --upgrade pip\n")
+    assert "failed: ERROR: No matching distribution found for x  |" in report_line("d", CPU, noticed, "-")
+
+
+def test_totals_count_only_the_resolutions_that_succeeded() -> None:
+    cuda = Resolution((("torch", "2.7.1", 800_000_000), ("nvidia-cublas-cu12", "12.6", 400_000_000)))
+    clean = Resolution((("numpy", "2.0", 20_000_000),))
+    failed = Resolution((), "ERROR: no network")
+    assert totals_line([cuda, clean, failed]) == (
+        "total: 2 of 3 resolved; LocalAI's files pull 1 nvidia/cuda/triton packages (400 MB) in 1 of them; "
+        "3 packages, 1,220 MB in all"
+    )
