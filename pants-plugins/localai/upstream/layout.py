@@ -27,7 +27,9 @@
 - What install.sh adds ([localai.overrides.<folder>] in 3rdparty/accelerators.toml, reviewed
   data): `no_deps` (requirements install.sh installs with --no-deps: a lock resolves every
   requirement's dependencies, so it cannot honour that) and `out_of_scope` (a build step no
-  requirement file shows) make the folder's variants not lockable, with the reason.
+  requirement file shows) make the folder's variants not lockable, with the reason;
+  `not_lockable = { <accel> = "<why>" }` does so for one variant whose lock was measured to fail
+  here for a reason no requirement line can fix (an sdist pip 20.3.4 cannot build).
 - grpcio-tools: LocalAI installs it at protogen time in a throwaway venv, bounded by the
   backend's grpcio and protobuf; here nothing is added to the variant's resolve: the stubs come
   from the project's `grpc-stubs` resolve (one grpcio-tools, 3rdparty/grpc-stubs/BUILD), checked
@@ -88,11 +90,15 @@ class InstallShOverride:
     # accelerators whose variant of this folder uv resolves first (goals/prelock.py): pip alone
     # backtracks for too long over its requirements
     prelock: tuple[str, ...] = ()
+    # accelerator -> why this folder's variant of it was measured not lockable here (a lock that
+    # fails for a reason no requirement line can fix); keyed by accelerator like extra_indexes
+    not_lockable: FrozenDict[str, str] = FrozenDict()
 
     def reasons(self, folder: str, accelerator: str) -> tuple[str, ...]:
+        measured = self.not_lockable.get(accelerator)
+        found = [f"{measured} ([localai.overrides.{folder}] in {MATRIX_PATH})"] if measured else []
         if self.accelerators and accelerator not in self.accelerators:
-            return ()
-        found = []
+            return tuple(found)
         if self.no_deps:
             found.append(
                 f"{folder}/install.sh installs {', '.join(self.no_deps)} with --no-deps, which a lock cannot "
@@ -103,7 +109,7 @@ class InstallShOverride:
         return tuple(found)
 
 
-_OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators", "extra_indexes", "prelock"}
+_OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators", "extra_indexes", "prelock", "not_lockable"}
 
 
 @dataclass(frozen=True)
@@ -170,12 +176,21 @@ class LocalAIConventions:
                 )
             for accel in prelock:
                 matrix.get(accel, context=f"{where} prelock")
+            not_lockable = entry.get("not_lockable", {})
+            if not isinstance(not_lockable, dict) or not all(isinstance(r, str) and r.strip() for r in not_lockable.values()):
+                raise LocalAILayoutError(
+                    f"{where}: not_lockable must map an accelerator to why its variant of this folder cannot be locked here, "
+                    f"as a sentence. Fix: e.g. not_lockable = {{ cpu = \"<what fails, measured>\" }}."
+                )
+            for accel in not_lockable:
+                matrix.get(accel, context=f"{where} not_lockable")
             overrides[folder] = InstallShOverride(
                 tuple(normalized_name(n) for n in no_deps),
                 out_of_scope,
                 accels,
                 FrozenDict({a: tuple(u.rstrip("/") for u in urls) for a, urls in sorted(extra.items())}),
                 tuple(prelock),
+                FrozenDict(sorted(not_lockable.items())),
             )
         return cls(FrozenDict(profiles), FrozenDict(family), FrozenDict(aliases), FrozenDict(overrides))
 

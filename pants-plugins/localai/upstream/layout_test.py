@@ -345,7 +345,7 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
     [
         (
             '[localai.overrides.x]\nno_dep = ["a"]\n',
-            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, out_of_scope, prelock",
+            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, not_lockable, out_of_scope, prelock",
         ),
         (
             '[localai.overrides.x]\nextra_indexes = ["https://a.invalid/simple"]\n',
@@ -353,6 +353,7 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
         ),
         ('[localai.overrides.x]\nno_deps = "a"\n', r"\[localai.overrides.x\]: no_deps must be a list of project names"),
         ('[localai.overrides.x]\nout_of_scope = " "\n', r"\[localai.overrides.x\]: out_of_scope must say why"),
+        ('[localai.overrides.x]\nnot_lockable = { cpu = "" }\n', r"\[localai.overrides.x\]: not_lockable must map an accelerator to why"),
         ('[localai.overrides.x]\nprelock = true\n', r"\[localai.overrides.x\]: prelock must list the accelerators.*prelock = \[\"cpu\"\]"),
     ],
 )
@@ -377,3 +378,13 @@ def test_prelock_lists_known_accelerators(matrix) -> None:
     assert LocalAIConventions.parse(MATRIX + "\n" + table, matrix).overrides["x"].prelock == ("cpu",)
     with pytest.raises(AcceleratorMatrixError, match=r"\[localai.overrides.x\] prelock: unknown accelerator 'gpu9'"):
         LocalAIConventions.parse(MATRIX + "\n" + table.replace("cpu", "gpu9"), matrix)
+
+
+def test_a_variant_measured_not_lockable_says_why_and_the_folders_other_variants_stay_lockable(matrix) -> None:
+    table = '[localai.overrides.tts]\nnot_lockable = { cpu = "pesq 0.0.4 does not build" }\naccelerators = ["cuda13"]\nno_deps = ["x"]\n'
+    conventions = LocalAIConventions.parse(MATRIX + "\n" + table, matrix)
+    files = {"requirements.txt": "grpcio==1.85.3\n", "requirements-cpu.txt": "numpy\n", "requirements-cublas12.txt": "numpy\n"}
+    cpu = variant_requirements("backends/localai/tts", files, matrix.accelerators["cpu"], conventions)
+    # Keyed by accelerator: `accelerators` (which scopes no_deps to cuda13) does not hide it.
+    assert cpu.unsatisfied == ("pesq 0.0.4 does not build ([localai.overrides.tts] in 3rdparty/accelerators.toml)",)
+    assert variant_requirements("backends/localai/tts", files, matrix.accelerators["cuda12"], conventions).unsatisfied == ()
