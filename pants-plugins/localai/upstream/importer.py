@@ -62,9 +62,9 @@ from localai.upstream.layout import (
     InstallShOverride,
     LocalAIConventions,
     LocalAILayoutError,
+    builds_profile,
     check_file_names,
     direct_references,
-    profile_files,
     variant_requirements,
 )
 
@@ -192,7 +192,7 @@ def plan_import(
             continue
         declared, folder_skips = [], []
         for profile in conventions.profiles.values():
-            if not any(f in reqs for f in profile_files(profile)):
+            if not builds_profile(name, reqs, profile, conventions):
                 continue
             if profile.accelerator is None:
                 notes.append(f"{directory}: profile {profile.name} has no accelerator here; not declared")
@@ -301,7 +301,7 @@ async def upstream_report(
             continue
         directory = f"{root}/{name}"
         for profile in conventions.profiles.values():
-            if (profiles and profile.name not in profiles) or not any(f in files for f in profile_files(profile)):
+            if (profiles and profile.name not in profiles) or not builds_profile(name, files, profile, conventions):
                 continue
             cases.append((directory, files, profile, lockfile_path(resolve_name(backend_name(directory), profile.accelerator or ""))))
     # The resolves wait on the network more than on the CPU: run as many as Pants allows at once.

@@ -342,3 +342,14 @@ def test_a_prelocked_folder_variant_gets_its_own_pip_options_file(matrix) -> Non
     assert cpu.prelock and cpu.pip_options == "3rdparty/accelerators/variants/localai-llm-cpu.txt"
     [entry] = import_entries(ROOT, (), plan)
     assert entry.prelock and entry.accelerator_pip_options == "3rdparty/accelerators/cpu.txt" and entry.extra_indexes == ()
+
+
+def test_a_profile_built_from_the_shared_files_alone_is_declared_where_the_overrides_say(matrix) -> None:
+    # LocalAI builds cpu-kitten-tts from requirements.txt alone; its folder has only an mps file besides.
+    tts = {"backend.py": "", "requirements.txt": "grpcio==1.85.3\nnumpy\n", "requirements-mps.txt": "numpy\n"}
+    plain = LocalAIConventions.parse(MATRIX, matrix)
+    assert [v.accelerator for v in plan_import(ROOT, {"common": {}, "tts": tts}, matrix, plain).variants] == ["metal"]
+    declared = LocalAIConventions.parse(MATRIX + '\n[localai.overrides.tts]\nprofiles = ["cpu"]\n', matrix)
+    plan = plan_import(ROOT, {"common": {}, "tts": tts}, matrix, declared)
+    assert [v.accelerator for v in plan.variants] == ["cpu", "metal"]
+    assert plan.build_files[f"{ROOT}/tts/BUILD"].splitlines()[1] == 'localai_import(accelerators=["cpu", "metal"])'

@@ -29,7 +29,9 @@
   requirement's dependencies, so it cannot honour that) and `out_of_scope` (a build step no
   requirement file shows) make the folder's variants not lockable, with the reason;
   `not_lockable = { <accel> = "<why>" }` does so for one variant whose lock was measured to fail
-  here for a reason no requirement line can fix (an sdist pip 20.3.4 cannot build).
+  here for a reason no requirement line can fix (an sdist pip 20.3.4 cannot build);
+  `profiles = ["cpu"]` declares a profile LocalAI builds from the shared files alone (its gallery
+  lists cpu-kitten-tts, whose folder has no requirements-cpu.txt).
 - grpcio-tools: LocalAI installs it at protogen time in a throwaway venv, bounded by the
   backend's grpcio and protobuf; here nothing is added to the variant's resolve: the stubs come
   from the project's `grpc-stubs` resolve (one grpcio-tools, 3rdparty/grpc-stubs/BUILD), checked
@@ -93,6 +95,9 @@ class InstallShOverride:
     # accelerator -> why this folder's variant of it was measured not lockable here (a lock that
     # fails for a reason no requirement line can fix); keyed by accelerator like extra_indexes
     not_lockable: FrozenDict[str, str] = FrozenDict()
+    # LocalAI profiles this folder is built for from its shared files alone (no profile file
+    # shows it; LocalAI's gallery lists the image, e.g. cpu-kitten-tts from requirements.txt)
+    profiles: tuple[str, ...] = ()
 
     def reasons(self, folder: str, accelerator: str) -> tuple[str, ...]:
         measured = self.not_lockable.get(accelerator)
@@ -109,7 +114,7 @@ class InstallShOverride:
         return tuple(found)
 
 
-_OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators", "extra_indexes", "prelock", "not_lockable"}
+_OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators", "extra_indexes", "prelock", "not_lockable", "profiles"}
 
 
 @dataclass(frozen=True)
@@ -184,6 +189,12 @@ class LocalAIConventions:
                 )
             for accel in not_lockable:
                 matrix.get(accel, context=f"{where} not_lockable")
+            built_for = entry.get("profiles", [])
+            if not isinstance(built_for, list) or any(p not in profiles for p in built_for):
+                raise LocalAILayoutError(
+                    f"{where}: profiles must list LocalAI profile names ({', '.join(sorted(profiles))}) the folder is built for "
+                    f"from its shared files alone. Fix: e.g. profiles = [\"cpu\"]."
+                )
             overrides[folder] = InstallShOverride(
                 tuple(normalized_name(n) for n in no_deps),
                 out_of_scope,
@@ -191,6 +202,7 @@ class LocalAIConventions:
                 FrozenDict({a: tuple(u.rstrip("/") for u in urls) for a, urls in sorted(extra.items())}),
                 tuple(prelock),
                 FrozenDict(sorted(not_lockable.items())),
+                tuple(built_for),
             )
         return cls(FrozenDict(profiles), FrozenDict(family), FrozenDict(aliases), FrozenDict(overrides))
 
@@ -222,6 +234,13 @@ def profile_files(profile: Profile) -> tuple[str, ...]:
     """The files of a profile that other profiles do not read: a variant is declared when one exists."""
     shared = {"requirements-install.txt", "requirements.txt", "requirements-after.txt"}
     return tuple(f for f in install_order(profile) if f not in shared)
+
+
+def builds_profile(folder: str, names, profile: Profile, conventions: LocalAIConventions) -> bool:
+    """Whether LocalAI builds `folder` for `profile`: a file of that profile exists, or the
+    overrides say it is built from the shared files alone."""
+    override = conventions.overrides.get(folder, InstallShOverride())
+    return any(f in names for f in profile_files(profile)) or (profile.name in override.profiles and "requirements.txt" in names)
 
 
 def check_file_names(directory: str, names: list[str], conventions: LocalAIConventions) -> list[str]:

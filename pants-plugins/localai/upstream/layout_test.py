@@ -345,7 +345,7 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
     [
         (
             '[localai.overrides.x]\nno_dep = ["a"]\n',
-            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, not_lockable, out_of_scope, prelock",
+            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, not_lockable, out_of_scope, prelock, profiles",
         ),
         (
             '[localai.overrides.x]\nextra_indexes = ["https://a.invalid/simple"]\n',
@@ -354,6 +354,7 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
         ('[localai.overrides.x]\nno_deps = "a"\n', r"\[localai.overrides.x\]: no_deps must be a list of project names"),
         ('[localai.overrides.x]\nout_of_scope = " "\n', r"\[localai.overrides.x\]: out_of_scope must say why"),
         ('[localai.overrides.x]\nnot_lockable = { cpu = "" }\n', r"\[localai.overrides.x\]: not_lockable must map an accelerator to why"),
+        ('[localai.overrides.x]\nprofiles = ["cpu2"]\n', r"\[localai.overrides.x\]: profiles must list LocalAI profile names \(.*cpu.*\)"),
         ('[localai.overrides.x]\nprelock = true\n', r"\[localai.overrides.x\]: prelock must list the accelerators.*prelock = \[\"cpu\"\]"),
     ],
 )
