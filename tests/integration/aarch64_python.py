@@ -94,7 +94,6 @@ def python_on_path(directory: Path) -> Path:
     return directory
 
 
-
 @contextlib.contextmanager
 def served_beside_x86_64(backend: str, qemu_bin: Path, timeout: float) -> Iterator[tuple[BackendProcess, BackendProcess]]:
     """(arm64, x86_64): the backend's `cpu-arm64` folder served by the aarch64 interpreter under

@@ -40,6 +40,7 @@
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -117,6 +118,19 @@ class InstallShOverride:
 _OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators", "extra_indexes", "prelock", "not_lockable", "profiles"}
 
 
+def _checked_override(entry: dict, where: str, key: str, default, valid, must: str, fix: str):
+    """entry[key] (or default) when `valid` accepts it; else the error naming the table, the key and the fix."""
+    value = entry.get(key, default)
+    if not valid(value):
+        raise LocalAILayoutError(f"{where}: {key} must {must}. Fix: {fix}.")
+    return value
+
+
+def _accelerators_named(matrix: AcceleratorMatrix, where: str, key: str, names) -> None:
+    for accel in names:
+        matrix.get(accel, context=f"{where} {key}")
+
+
 @dataclass(frozen=True)
 class LocalAIConventions:
     profiles: FrozenDict[str, Profile]
@@ -154,47 +168,43 @@ class LocalAIConventions:
                 raise LocalAILayoutError(
                     f"{where}: unknown key(s) {', '.join(unknown)}. Fix: use {', '.join(sorted(_OVERRIDE_KEYS))}."
                 )
-            no_deps = entry.get("no_deps", [])
-            out_of_scope = entry.get("out_of_scope")
-            if not isinstance(no_deps, list) or not all(isinstance(n, str) and n for n in no_deps):
-                raise LocalAILayoutError(f"{where}: no_deps must be a list of project names. Fix: e.g. no_deps = [\"chatterbox-tts\"].")
-            if out_of_scope is not None and not (isinstance(out_of_scope, str) and out_of_scope.strip()):
-                raise LocalAILayoutError(f"{where}: out_of_scope must say why, as a sentence. Fix: out_of_scope = \"<what install.sh does>\".")
+            checked = functools.partial(_checked_override, entry, where)
+            accelerators_named = functools.partial(_accelerators_named, matrix, where)
+            no_deps = checked(
+                "no_deps", [], lambda v: isinstance(v, list) and all(isinstance(n, str) and n for n in v),
+                "be a list of project names", 'e.g. no_deps = ["chatterbox-tts"]',
+            )
+            out_of_scope = checked(
+                "out_of_scope", None, lambda v: v is None or (isinstance(v, str) and bool(v.strip())),
+                "say why, as a sentence", 'out_of_scope = "<what install.sh does>"',
+            )
             accels = tuple(entry.get("accelerators", ()))
-            for accel in accels:
-                matrix.get(accel, context=f"{where} accelerators")
-            extra = entry.get("extra_indexes", {})
-            if not isinstance(extra, dict) or not all(
-                isinstance(urls, list) and urls and all(isinstance(u, str) and "://" in u for u in urls) for urls in extra.values()
-            ):
-                raise LocalAILayoutError(
-                    f"{where}: extra_indexes must map an accelerator to the index URLs its variant of this folder may name. "
-                    f"Fix: e.g. extra_indexes = {{ cuda13 = [\"https://wheels.vllm.ai/0.27.1/cu130\"] }}."
-                )
-            for accel in extra:
-                matrix.get(accel, context=f"{where} extra_indexes")
-            prelock = entry.get("prelock", [])
-            if not isinstance(prelock, list) or not all(isinstance(a, str) for a in prelock):
-                raise LocalAILayoutError(
-                    f"{where}: prelock must list the accelerators whose variant of this folder uv resolves before pex locks it. "
-                    f"Fix: e.g. prelock = [\"cpu\"]."
-                )
-            for accel in prelock:
-                matrix.get(accel, context=f"{where} prelock")
-            not_lockable = entry.get("not_lockable", {})
-            if not isinstance(not_lockable, dict) or not all(isinstance(r, str) and r.strip() for r in not_lockable.values()):
-                raise LocalAILayoutError(
-                    f"{where}: not_lockable must map an accelerator to why its variant of this folder cannot be locked here, "
-                    f"as a sentence. Fix: e.g. not_lockable = {{ cpu = \"<what fails, measured>\" }}."
-                )
-            for accel in not_lockable:
-                matrix.get(accel, context=f"{where} not_lockable")
-            built_for = entry.get("profiles", [])
-            if not isinstance(built_for, list) or any(p not in profiles for p in built_for):
-                raise LocalAILayoutError(
-                    f"{where}: profiles must list LocalAI profile names ({', '.join(sorted(profiles))}) the folder is built for "
-                    f"from its shared files alone. Fix: e.g. profiles = [\"cpu\"]."
-                )
+            accelerators_named("accelerators", accels)
+            extra = checked(
+                "extra_indexes", {},
+                lambda v: isinstance(v, dict) and all(
+                    isinstance(urls, list) and urls and all(isinstance(u, str) and "://" in u for u in urls) for urls in v.values()
+                ),
+                "map an accelerator to the index URLs its variant of this folder may name",
+                'e.g. extra_indexes = { cuda13 = ["https://wheels.vllm.ai/0.27.1/cu130"] }',
+            )
+            accelerators_named("extra_indexes", extra)
+            prelock = checked(
+                "prelock", [], lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+                "list the accelerators whose variant of this folder uv resolves before pex locks it", 'e.g. prelock = ["cpu"]',
+            )
+            accelerators_named("prelock", prelock)
+            not_lockable = checked(
+                "not_lockable", {}, lambda v: isinstance(v, dict) and all(isinstance(r, str) and r.strip() for r in v.values()),
+                "map an accelerator to why its variant of this folder cannot be locked here, as a sentence",
+                'e.g. not_lockable = { cpu = "<what fails, measured>" }',
+            )
+            accelerators_named("not_lockable", not_lockable)
+            built_for = checked(
+                "profiles", [], lambda v: isinstance(v, list) and all(p in profiles for p in v),
+                f"list LocalAI profile names ({', '.join(sorted(profiles))}) the folder is built for from its shared files alone",
+                'e.g. profiles = ["cpu"]',
+            )
             overrides[folder] = InstallShOverride(
                 tuple(normalized_name(n) for n in no_deps),
                 out_of_scope,
