@@ -10,7 +10,7 @@ from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule
 
-from localai.goals.export import ExportFieldSet, ExportGoal, ExportLockfileError, exportable_requirements, python_version, requirements_txt
+from localai.goals.export import ExportFieldSet, ExportGoal, ExportLockfileError, exportable_requirements, requirements_txt
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.lockfile import Lockfile, LockfileFormatError
 from localai.testutil import backend_files, fake_lockfile, make_rule_runner, repo_file, resolve_options
@@ -53,7 +53,7 @@ def test_wheelhouse_artifacts_keep_their_hash_and_get_find_links_guidance() -> N
     assert "${WHEELHOUSE}" not in _txt()  # no unexpanded lock placeholder reaches pip
 
 
-def test_bad_lockfile_and_python_version() -> None:
+def test_bad_lockfile() -> None:
     with pytest.raises(LockfileFormatError, match="lockfiles/x.lock: not a Pants lockfile"):
         Lockfile.of("lockfiles/x.lock", b"// header\n{}").requirements()
     two_versions = {"locked_resolves": [
@@ -62,7 +62,6 @@ def test_bad_lockfile_and_python_version() -> None:
     ]}
     with pytest.raises(ExportLockfileError, match="numpy is locked twice .2.4.6 and 2.4.7"):
         exportable_requirements(Lockfile.of("lockfiles/x.lock", ("// h\n" + json.dumps(two_versions)).encode()))
-    assert python_version("CPython==3.11.*") == "3.11"
 
 
 def _goal_runner():

@@ -7,7 +7,8 @@ platform's complete platform (model/platforms.py), with the resolve's pip option
 isolation, as every resolve), and writes it with the header Pants writes, so Pants consumes it
 like any other (`pants package` subsets it with `--lock` for the same complete platform). The
 audit (`pants lint`) fails such a lockfile when it holds a wheel for another machine, which is
-what `generate-lockfiles --resolve=<it>` would write.
+what `generate-lockfiles --resolve=<it>` would write. A lock whose own install would refuse it
+(model/lock_consistency.py) is an error here, and nothing is written.
 """
 from __future__ import annotations
 
@@ -28,12 +29,13 @@ from pants.option.option_types import StrListOption
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
+from localai.model.accelerators import python_version_of
+from localai.model.lock_consistency import unsatisfied
+from localai.model.lockfile import Lockfile
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
-from localai.model.variant import AllBackendVariants, BackendVariant
+from localai.model.variant import AllBackendVariants, BackendVariant, inconsistent_lock_message
 from localai.package.backend import complete_platforms_of
 from localai.package.cross_downloads import variant_python_env
-
-GOAL = "./pants localai-platform-lockfiles"
 
 
 class PlatformLockfileError(LocalAIError):
@@ -115,10 +117,12 @@ async def lock_for_platform(request: PlatformLockfileRequest, python_setup: Pyth
         only_binary=set(pip.resolve_config.only_binary),
         no_binary=set(pip.resolve_config.no_binary),
     )
-    regenerate = f"{GOAL} --resolve={variant.resolve}"
-    return PlatformLockfile(
-        FileContent(variant.lockfile, metadata.add_header_to_lockfile(lock, regenerate_command=regenerate, delimeter="//"))
-    )
+    written = metadata.add_header_to_lockfile(lock, regenerate_command=variant.lock_command, delimeter="//")
+    # pex writes a lock its own install may refuse: refused here, before any file is written.
+    broken = unsatisfied(Lockfile.of(variant.lockfile, written), variant.platform.machine, python_version_of(variant.accelerator.python))
+    if broken:
+        raise PlatformLockfileError(inconsistent_lock_message(variant, broken))
+    return PlatformLockfile(FileContent(variant.lockfile, written))
 
 
 @goal_rule

@@ -13,7 +13,8 @@ a GPU runtime library the accelerator does not allow (`allowed_gpu_libs`) fails 
 naming wheel, file and library. The scan (lint/elf_scan.py) runs as a Pants process keyed on
 the artifact's digest, so an unchanged artifact is not read again (local or remote cache).
 Every ELF must also be built for the artifact's platform (e_machine): an x86_64 library in an
-arm64 artifact, or the reverse, fails, naming wheel and file.
+arm64 artifact, or the reverse, fails, naming wheel and file. A lockfile that cannot install what
+it was locked for (a locked version breaking another locked package's requirement) fails too.
 """
 from __future__ import annotations
 
@@ -327,10 +328,13 @@ async def audit_variant(request: AuditRequest.Batch, audit: AuditSubsystem) -> L
         # Universal lockfiles (the build machine's platform) hold every platform's wheels by design.
         wrong = wrong_platform_wheels(bv.lockfile, variant.platform.machine) if variant.platform.cross else ()
         lines += [f"{field_set.address}: {line}" for line in wrong]
-        failed |= bool(bad) or bool(wrong)
+        # A lock its own install refuses (model/lock_consistency.py): named here, not by pex at package time.
+        broken = bv.unsatisfied_locked()
+        lines += [f"{field_set.address}: {variant.lockfile} cannot install: {line}" for line in broken]
+        failed |= bool(bad) or bool(wrong) or bool(broken)
         if not bad:
             lines.append(f"{field_set.address}: {variant.lockfile}: no forbidden package")
-        if variant.accelerator.name in audit.package_accelerators and not bad:
+        if variant.accelerator.name in audit.package_accelerators and not bad and not broken:
             art = await Get(ArtifactAudit, BackendVariantFieldSet, field_set)
             art_lines, art_failed = artifact_report(
                 str(field_set.address), variant.accelerator.name, f"{field_set.address.spec_path}/BUILD", art

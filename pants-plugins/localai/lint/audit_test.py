@@ -69,6 +69,19 @@ def test_cuda_lockfile_may_hold_nvidia_packages() -> None:
     assert "no forbidden package" in result.stdout
 
 
+def test_lockfile_that_cannot_install_fails_naming_the_requirement_it_breaks() -> None:
+    files = backend_files("demo", {"cpu": ""})
+    reqs = [{"project_name": "inference", "version": "0.11.0", "artifacts": [], "requires_dists": ["numpy<=1.26.4"]},
+            {"project_name": "numpy", "version": "2.4.6", "artifacts": [], "requires_dists": []}]
+    files["lockfiles/demo-cpu.lock"] = "// generated\n" + json.dumps(
+        {"requirements": ["inference"], "locked_resolves": [{"locked_requirements": reqs}]}
+    )
+    result = _audit(files, "demo", "cpu")
+    assert result.exit_code == 1
+    assert ("backends/demo:cpu: lockfiles/demo-cpu.lock cannot install: inference 0.11.0 requires numpy<=1.26.4, "
+            "the lock holds numpy 2.4.6") in result.stdout
+
+
 def test_variant_without_lockfile_is_reported_not_failed() -> None:
     result = _audit(backend_files("demo", {"intel": ""}), "demo", "intel")
     assert result.exit_code == 0

@@ -72,6 +72,19 @@ def forbidden_by(name: str, version: str | None, patterns: Iterable[str]) -> boo
 _AUDITWHEEL_HASH = re.compile(r"[.-][0-9a-f]{8}(?=\.so)")
 
 
+def python_version_of(constraint: str) -> str:
+    """`CPython==3.11.*` -> `3.11`: the one CPython X.Y an accelerator's `python` names (what the
+    portable interpreter, the exported environments and the lock check are for)."""
+    m = re.fullmatch(r"\s*CPython\s*==\s*(\d+\.\d+)(\.\*)?\s*", constraint)
+    if not m:
+        raise AcceleratorMatrixError(
+            f"the accelerator's interpreter constraint {constraint!r} does not name one CPython X.Y",
+            file=MATRIX_PATH,
+            fix="Write `python = \"CPython==X.Y.*\"`.",
+        )
+    return m.group(1)
+
+
 def canonical_soname(soname: str) -> str:
     """The soname without the hash auditwheel grafts into vendored copies: torchvision's
     image.so NEEDs ``libcudart.faf08d9a.so.13``, which is libcudart.so.13."""

@@ -4,7 +4,7 @@ import pytest
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule
 
-from localai.model.accelerators import AcceleratorMatrix, AcceleratorMatrixError
+from localai.model.accelerators import AcceleratorMatrix, AcceleratorMatrixError, python_version_of
 from localai.testutil import make_rule_runner, repo_file
 
 MATRIX = repo_file("3rdparty/accelerators.toml")
@@ -127,3 +127,9 @@ def test_auditwheel_mangled_sonames_are_recognised() -> None:
     needed = ["libcudart.faf08d9a.so.13", "libcublas-1a2b3c4d.so.12", "libz-a147dcb0.so.1.2.3"]
     assert matrix["cpu"].gpu_libs_in(needed) == ("libcublas-1a2b3c4d.so.12", "libcudart.faf08d9a.so.13")
     assert matrix["cuda13"].gpu_libs_in(needed) == ("libcublas-1a2b3c4d.so.12",)
+
+
+def test_python_version_of_the_accelerator_constraint() -> None:
+    assert python_version_of("CPython==3.11.*") == "3.11"
+    with pytest.raises(AcceleratorMatrixError, match=r"3rdparty/accelerators.toml: .* does not name one CPython X.Y"):
+        python_version_of("CPython>=3.10")

@@ -45,25 +45,54 @@ def lockfile_json(content: bytes) -> dict[str, Any]:
     return json.loads("\n".join(l for l in content.decode().splitlines() if not l.startswith("//")))
 
 
+def _format_error(path: str, e: Exception) -> LockfileFormatError:
+    return LockfileFormatError(f"{path}: not a Pants lockfile ({e!r}); regenerate it with `./pants generate-lockfiles`")
+
+
+def _locked_requirement(req: dict[str, Any]) -> LockedRequirement:
+    return LockedRequirement(
+        req["project_name"],
+        req["version"],
+        tuple(sorted((LockedArtifact(a["url"], a["algorithm"], a["hash"]) for a in req["artifacts"]), key=lambda a: a.url)),
+        tuple(sorted(req.get("requires_dists", ()))),
+    )
+
+
 def parse(content: bytes, path: str) -> tuple[LockedRequirement, ...]:
     """Every (project, version) of every locked resolve, sorted by name then version; the
     artifacts of a project locked in several resolves at one version are merged."""
     found: dict[tuple[str, str], set[LockedArtifact]] = {}
     requires: dict[tuple[str, str], set[str]] = {}
-    try:
-        for resolve in lockfile_json(content)["locked_resolves"]:
-            for req in resolve["locked_requirements"]:
-                key = (req["project_name"], req["version"])
-                found.setdefault(key, set()).update(LockedArtifact(a["url"], a["algorithm"], a["hash"]) for a in req["artifacts"])
-                requires.setdefault(key, set()).update(req.get("requires_dists", ()))
-    except (ValueError, KeyError, TypeError) as e:
-        raise LockfileFormatError(
-            f"{path}: not a Pants lockfile ({e!r}); regenerate it with `./pants generate-lockfiles`"
-        ) from e
+    for resolve in parse_resolves(content, path):
+        for req in resolve:
+            key = (req.project_name, req.version)
+            found.setdefault(key, set()).update(req.artifacts)
+            requires.setdefault(key, set()).update(req.requires_dists)
     return tuple(
         LockedRequirement(name, version, tuple(sorted(arts, key=lambda a: a.url)), tuple(sorted(requires[(name, version)])))
         for (name, version), arts in sorted(found.items())
     )
+
+
+def parse_resolves(content: bytes, path: str) -> tuple[tuple[LockedRequirement, ...], ...]:
+    """Each locked resolve on its own (a strict lock has one per platform; a universal one, one)."""
+    try:
+        return tuple(
+            tuple(_locked_requirement(req) for req in resolve["locked_requirements"])
+            for resolve in lockfile_json(content)["locked_resolves"]
+        )
+    except (ValueError, KeyError, TypeError) as e:
+        raise _format_error(path, e) from e
+
+
+def parse_roots(content: bytes, path: str) -> tuple[str, ...] | None:
+    """The requirements the lock was made for (PEP 508 strings): what an install starts from;
+    None when the lock does not record them."""
+    try:
+        roots = lockfile_json(content).get("requirements")
+        return None if roots is None else tuple(roots)
+    except (ValueError, KeyError, TypeError) as e:
+        raise _format_error(path, e) from e
 
 
 @dataclass(frozen=True)
@@ -78,6 +107,12 @@ class Lockfile:
 
     def requirements(self) -> tuple[LockedRequirement, ...]:
         return parse(self.content, self.path)
+
+    def resolves(self) -> tuple[tuple[LockedRequirement, ...], ...]:
+        return parse_resolves(self.content, self.path)
+
+    def roots(self) -> tuple[str, ...] | None:
+        return parse_roots(self.content, self.path)
 
     def versions(self) -> tuple[tuple[str, str], ...]:
         """(project, version) pairs."""

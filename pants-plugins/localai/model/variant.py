@@ -26,7 +26,8 @@ from pants.engine.target import AllTargets, Target, WrappedTarget, WrappedTarget
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
-from localai.model.accelerators import Accelerator, AcceleratorMatrix
+from localai.model.accelerators import Accelerator, AcceleratorMatrix, python_version_of
+from localai.model.lock_consistency import unsatisfied
 from localai.model.lockfile import Lockfile, LockfileRequest, MaybeLockfile
 from localai.model.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform, platform_named
 from localai.target_types import (
@@ -54,6 +55,10 @@ class MissingLockfileError(LocalAIError):
 
 
 class ForbiddenPackageError(LocalAIError):
+    pass
+
+
+class InconsistentLockError(LocalAIError):
     pass
 
 
@@ -144,6 +149,13 @@ class Variant:
     @property
     def lockfile(self) -> str:
         return lockfile_path(self.resolve)
+
+    @property
+    def lock_command(self) -> str:
+        """The command that (re)generates its lockfile: a cross-built variant's is locked for its
+        platform alone (goals/platform_lockfiles.py)."""
+        goal = "localai-platform-lockfiles" if self.platform.cross else "generate-lockfiles"
+        return f"./pants {goal} --resolve={self.resolve}"
 
     @property
     def pip_options(self) -> str:
@@ -258,7 +270,7 @@ class BackendVariant:
         return (
             self.not_lockable_here
             or self.variant.accelerator.lock_note
-            or f"not generated yet: `./pants generate-lockfiles --resolve={self.variant.resolve}`"
+            or f"not generated yet: `{self.variant.lock_command}`"
         )
 
     def locked(self) -> Lockfile:
@@ -268,7 +280,7 @@ class BackendVariant:
             raise MissingLockfileError(
                 f"{v.address}: {v.lockfile} does not exist, so this variant cannot be built.\n"
                 f"  Why: {self.why_unlocked}.\n  Fix: on a machine that reaches PyPI and "
-                f"{v.accelerator.index}, run\n    ./pants generate-lockfiles --resolve={v.resolve}\n"
+                f"{v.accelerator.index}, run\n    {v.lock_command}\n"
                 f"  and commit {v.lockfile}."
             )
         return self.lockfile
@@ -278,9 +290,17 @@ class BackendVariant:
         the lockfile for, and what `pants package` refuses to build (one check, both goals)."""
         return self.variant.accelerator.forbidden_in(self.lockfile.versions()) if self.lockfile else ()
 
+    def unsatisfied_locked(self) -> tuple[str, ...]:
+        """The requirements the lockfile breaks on the variant's platform (model/lock_consistency.py):
+        what the audit fails it for and `pants package` refuses, before pex would."""
+        v = self.variant
+        return unsatisfied(self.lockfile, v.platform.machine, python_version_of(v.accelerator.python)) if self.lockfile else ()
+
     def packageable_lock(self) -> Lockfile:
         """The lockfile, refused when the audit would refuse the artifact built from it."""
-        lock, bad = self.locked(), self.forbidden_locked()
+        lock, bad, broken = self.locked(), self.forbidden_locked(), self.unsatisfied_locked()
+        if broken:
+            raise InconsistentLockError(inconsistent_lock_message(self.variant, broken))
         if bad:
             v = self.variant
             raise ForbiddenPackageError(
@@ -291,6 +311,19 @@ class BackendVariant:
                 f"or declare the variant not_lockable_here with the reason; then regenerate the lockfile."
             )
         return lock
+
+
+def inconsistent_lock_message(variant: Variant, broken: tuple[str, ...]) -> str:
+    lines = "".join(f"\n  {line}" for line in broken)
+    # Cross-built variants cannot be prelocked (goals/prelock.py).
+    uv = "" if variant.platform.cross else (
+        ", or resolve the variant with uv first (`prelock`: the README's \"Build LocalAI's own backend folders\")"
+    )
+    return (
+        f"{variant.address}: {variant.lockfile} cannot install what it was locked for on {variant.platform.name}:{lines}\n"
+        f"Fix: pip 20.3.4 (pex 2.1.137) can lock a set its own install refuses. Bound the named project in the "
+        f"requirements{uv}, then `{variant.lock_command}`."
+    )
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from pants.util.logging import LogLevel
 from pants.version import VERSION as PANTS_VERSION
 
 from localai.errors import LocalAIError
+from localai.model.accelerators import python_version_of
 from localai.model.artifact import BackendVariantFieldSet, PexTree
 from localai.model.records import BUILD_RECORD
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
@@ -48,7 +49,7 @@ from localai.oci.image import BackendImage, BackendImageRequest, image_dir
 from localai.package.cross_downloads import CrossDownloads, CrossDownloadsRequest
 from localai.package.pex_assembly import SplitPexRequest
 from localai.package.portable_python import DIR as PORTABLE_PYTHON_DIR
-from localai.package.portable_python import PortablePython, PortablePythonRequest, python_version_of
+from localai.package.portable_python import PortablePython, PortablePythonRequest
 from localai.package.provenance import PROVENANCE_NAME
 from localai.package.records import ARTIFACT, RUN_SH, folder_records
 from localai.package.sbom import SBOM_NAME

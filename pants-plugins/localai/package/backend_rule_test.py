@@ -75,9 +75,19 @@ def with_forbidden(lock: str, project: str) -> str:
     return header + "\n" + json.dumps(data)
 
 
+def with_requirement(lock: str, project: str, requirement: str) -> str:
+    """``lock`` where ``project`` also requires ``requirement`` (which the lock then breaks)."""
+    header, _, body = lock.partition("\n{")
+    data = json.loads("{" + body)
+    (req,) = [r for r in data["locked_resolves"][0]["locked_requirements"] if r["project_name"] == project]
+    req["requires_dists"].append(requirement)
+    return header + "\n" + json.dumps(data)
+
+
 # tiny packages; nolock has no lockfile; notools does not pin grpcio-tools; cudalock's lockfile
-# holds a package the cpu accelerator forbids.
-BACKENDS = ("tiny", "nolock", "notools", "cudalock")
+# holds a package the cpu accelerator forbids; brokenlock's cannot install (grpcio wants a newer
+# typing-extensions than it holds).
+BACKENDS = ("tiny", "nolock", "notools", "cudalock", "brokenlock")
 FILES = {
     **SHARED_RUNTIME,
     "3rdparty/accelerators.toml": repo_file("3rdparty/accelerators.toml"),
@@ -88,6 +98,7 @@ FILES = {
     **backend("nolock", lockfile=None),
     **backend("notools", requirements=PINS),
     **backend("cudalock", lockfile=with_forbidden(LOCK, "cuda-bindings")),
+    **backend("brokenlock", lockfile=with_requirement(LOCK, "grpcio", "typing-extensions>=99")),
 }
 
 
@@ -204,3 +215,13 @@ def test_a_lock_the_audit_refuses_is_not_packaged_and_the_package_is_named(rule_
     msg = str(e.value)
     assert "backends/cudalock:cpu: lockfiles/cudalock-cpu.lock locks cuda-bindings, which the cpu accelerator forbids" in msg
     assert "would fail the audit (`pants lint`)" in msg and "Fix:" in msg
+
+
+def test_a_lock_that_cannot_install_is_not_packaged_and_the_requirement_is_named(rule_runner) -> None:
+    # model/lock_consistency.py, before pex runs: what pip 20.3.4 wrote for LocalAI's rfdetr.
+    with pytest.raises(ExecutionError) as e:
+        package(rule_runner, "brokenlock")
+    msg = str(e.value)
+    assert "backends/brokenlock:cpu: lockfiles/brokenlock-cpu.lock cannot install what it was locked for on linux_x86_64" in msg
+    assert "grpcio 1.85.3 requires typing-extensions>=99, the lock holds typing-extensions " in msg
+    assert "then `./pants generate-lockfiles --resolve=brokenlock-cpu`" in msg

@@ -16,7 +16,6 @@ it at a mirror or a local copy (docs/gallery.md, "Portable Python").
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,17 +150,6 @@ class PortablePython:
                 "annotations": {"localai:role": "portable python", "localai:target": r["target"]},
             },
         )
-
-
-def python_version_of(constraint: str) -> str:
-    """'CPython==3.11.*' -> '3.11'."""
-    m = re.fullmatch(r"\s*CPython\s*==\s*(\d+\.\d+)(\.\*)?\s*", constraint)
-    if not m:
-        raise PortablePythonError(
-            f"{OPTION}: the accelerator's interpreter constraint {constraint!r} does not name one "
-            "CPython X.Y; a portable interpreter needs one (3rdparty/accelerators.toml `python`)."
-        )
-    return m.group(1)
 
 
 def _http_url(tgt) -> str | None:

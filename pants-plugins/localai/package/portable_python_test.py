@@ -10,7 +10,7 @@ from pants.engine.fs import EMPTY_DIGEST, DigestContents
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from localai.package.portable_python import PortablePython, PortablePythonRequest, python_version_of
+from localai.package.portable_python import PortablePython, PortablePythonRequest
 from localai.testutil import pex_cli_options
 
 
@@ -111,9 +111,3 @@ def test_an_archive_without_the_variant_python_is_refused() -> None:
     rule_runner.write_files({"py/BUILD": 'file(name="cpython", source="cpython.tar.gz")', "py/cpython.tar.gz": _archive()})
     with pytest.raises(ExecutionError, match=r"no python/bin/python3\.12 .*not a CPython 3\.12 install_only archive"):
         rule_runner.request(PortablePython, [PortablePythonRequest("3.12")])
-
-
-def test_python_version_of_the_accelerator_constraint() -> None:
-    assert python_version_of("CPython==3.11.*") == "3.11"
-    with pytest.raises(ValueError, match="does not name one CPython X.Y"):
-        python_version_of("CPython>=3.10")
