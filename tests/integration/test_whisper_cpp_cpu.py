@@ -23,9 +23,9 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files, pex_root
-from tests.integration.registry import debian_tool
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
-from tests.integration.tiny_models import SAMPLE_RATE, espeak_voice, synthetic_voice, write_wav
+from tests.integration.tiny_models import SAMPLE_RATE, write_wav
+from tests.integration.vad_audio import short_pause_speech, synthetic_speech, vad, vad_cases
 from tests.integration.whisper_cpp_models import EOT, packaged_file, reference_greedy, tiny_whisper
 
 LEVELS = packaged_cpu_levels()
@@ -43,30 +43,12 @@ def models(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def speech() -> np.ndarray:
-    """1 s silence, 3 s of a synthetic voice, 1.5 s silence (16 kHz mono float32)."""
-    z = lambda s: np.zeros(int(s * SAMPLE_RATE), np.float32)  # noqa: E731 (a one-line local helper)
-    return np.concatenate([z(1.0), synthetic_voice(3.0), z(1.5)])
-
-
-# Two short pauses between three utterances: the 220 ms break leaves ~160 ms below Silero's exit
-# threshold (Silero splits: 100 ms of silence suffice; whisper.cpp merges gaps under 200 ms), the
-# 400 ms break ~340 ms (both split). Measured with espeak-ng 1.51: docs/benchmarks.md.
-SHORT_PAUSES = (
-    '<speak>The quick brown fox jumps over the lazy dog.<break time="220ms"/>'
-    'Then it runs into the forest and hides.<break time="400ms"/>Nobody sees it again.</speak>'
-)
+    return synthetic_speech()
 
 
 @pytest.fixture(scope="module")
 def short_pauses() -> np.ndarray:
-    """espeak-ng speech (SHORT_PAUSES) in low noise with 0.5 s of silence around it, 16 kHz."""
-    debian_tool("espeak-ng")
-    voice = espeak_voice(SHORT_PAUSES, ssml=True)
-    assert voice is not None and len(voice) > 3 * SAMPLE_RATE
-    z = np.zeros(SAMPLE_RATE // 2, np.float32)
-    audio = np.concatenate([z, voice, z])
-    noise = np.random.default_rng(3).standard_normal(len(audio)) * 0.003
-    return (audio + noise).astype(np.float32)
+    return short_pause_speech()
 
 
 @pytest.fixture(scope="module")
@@ -216,17 +198,6 @@ def onnxruntime_probabilities(audios, tmp_path) -> list[dict]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def vad_cases(speech, short_pauses):
-    rng = np.random.default_rng(7)
-    return {
-        "speech": speech,
-        "short-pauses": short_pauses,
-        "silence": np.zeros(2 * SAMPLE_RATE, np.float32),
-        "noise": (rng.standard_normal(2 * SAMPLE_RATE) * 0.005).astype(np.float32),
-        "loud-noise": (rng.standard_normal(3 * SAMPLE_RATE) * 0.3).astype(np.float32),
-    }
-
-
 def test_vad_probabilities_match_onnxruntime(pex, speech, short_pauses, tmp_path) -> None:
     """The converted model on ggml computes what the ONNX model computes, on the same input samples.
 
@@ -270,11 +241,6 @@ def test_vad_probabilities_match_onnxruntime(pex, speech, short_pauses, tmp_path
     print(f"short-pauses: whisper_vad_segments_from_probs {native}; Silero's rules {silero_rules}")
     # >= 3: both breaks split (espeak-ng 1.51 also leaves a ~100 ms gap inside the second sentence: 4).
     assert len(silero_rules) >= 3 and len(native) < len(silero_rules), (native, silero_rules)
-
-
-def vad(stub, audio) -> list[tuple[float, float]]:
-    res = stub.VAD(backend_pb2.VADRequest(audio=np.asarray(audio, np.float32).tolist()), timeout=120)
-    return [(s.start, s.end) for s in res.segments]
 
 
 def test_vad_with_empty_model_gives_the_same_segments_as_silero_vad_cpu(speech, short_pauses) -> None:

@@ -1,0 +1,53 @@
+"""backends/whisper:cpu-arm64, cross-built on x86_64 by `pants package` (the PEX for the aarch64
+complete platform, libwhisper.so cross-compiled with zig for aarch64-linux-gnu.2.28 at ggml's ARM
+levels, the Silero VAD converted once for both platforms), served by an aarch64 CPython 3.11
+under qemu-aarch64-static through its run.sh, and called over gRPC next to the x86_64 build
+(whisper:cpu): the same VAD segments for speech made here, espeak-ng utterances with short
+pauses, silence and noise. Timings under emulation are emulation's."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from backends.proto import backend_pb2
+from tests.integration.aarch64_python import served_beside_x86_64
+from tests.integration.backend_process import dist_path, pex_distributions
+from tests.integration.rpc_checks import assert_healthy
+from tests.integration.vad_audio import short_pause_speech, synthetic_speech, vad, vad_cases
+
+ARM_LEVELS = {"arm64-i8mm", "arm64-sve", "arm64-dotprod", "arm64-neon"}  # backends/common/cpu_levels.json
+EMULATED = 900  # seconds
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    with served_beside_x86_64("whisper", tmp_path_factory.mktemp("qemu-bin"), EMULATED) as pair:
+        for server in pair:
+            res = server.stub.LoadModel(backend_pb2.ModelOptions(), timeout=EMULATED)  # VAD only: the bundled model
+            assert res.success, res.message + server.output()
+        yield pair
+
+
+def test_the_arm64_folder_carries_aarch64_engine_builds_and_the_vad_model():
+    record = json.loads(dist_path("whisper", "cpu-arm64", "build-record.json").read_text())
+    assert (record["platform"], record["resolve"]) == ("linux_aarch64", "whisper-cpu-arm64")
+    pex = dist_path("whisper", "cpu-arm64", "backend.pex")
+    assert all("x86_64" not in d for d in pex_distributions(pex)), pex_distributions(pex)
+    libs = list(pex.glob("localai_backend/engines/whisper-cpp/*/libwhisper.so"))
+    assert libs and {lib.parent.name for lib in libs} <= ARM_LEVELS, libs
+    for lib in libs:
+        assert int.from_bytes(lib.read_bytes()[18:20], "little") == 183, lib  # EM_AARCH64
+    assert list(pex.glob("localai_backend/engines/whisper-cpp/silero-vad/*.bin"))
+
+
+def test_vad_segments_over_grpc_equal_the_x86_64_build(servers):
+    arm, x86 = servers
+    cases = vad_cases(synthetic_speech(), short_pause_speech())
+    for name, audio in cases.items():
+        a, b = vad(arm.stub, audio, EMULATED), vad(x86.stub, audio)
+        print({"case": name, "arm64": a, "x86_64": b})
+        assert a == b, (name, a, b)
+    assert vad(arm.stub, cases["speech"], EMULATED), "no speech found"
+    assert len(vad(arm.stub, cases["short-pauses"], EMULATED)) >= 3, "the short pauses are not split"
+    assert_healthy(arm.stub)
