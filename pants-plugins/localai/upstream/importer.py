@@ -282,7 +282,10 @@ class LocalAIImportSubsystem(GoalSubsystem):
     )
     report_profiles = StrListOption(
         default=[],
-        help="With --report: only these LocalAI profiles (e.g. `['cpu']`); default every profile a folder has a file of.",
+        help=(
+            "With --report: only these LocalAI profiles (e.g. `['cpu']`); default every profile LocalAI builds a folder "
+            "for (a requirement file of that profile, or `profiles` in [localai.overrides.<folder>])."
+        ),
     )
 
 

@@ -1,6 +1,6 @@
 """`pants localai-import --report <dir>`: what LocalAI's own files pull, resolved LocalAI's way.
 
-Per imported folder and LocalAI profile that has a requirement file: pip resolves the profile's
+Per imported folder and LocalAI profile it is built for (layout.builds_profile): pip resolves the profile's
 files in LocalAI's install order against PyPI first plus the extra indexes the files name
 (`pip install --dry-run --report`, no host pip configuration), and the wheel sizes come from the
 index (HTTP HEAD). Printed next to our locked variant. One combined resolve approximates LocalAI's
