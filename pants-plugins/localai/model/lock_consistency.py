@@ -11,13 +11,18 @@ audit (`pants lint`), `localai-platform-lockfiles` (before it writes) and `pants
 """
 from __future__ import annotations
 
+import warnings
 from collections import deque
 
-from packaging.markers import Marker  # pants: no-infer-dep (packaging comes with pantsbuild.pants)
-from packaging.requirements import InvalidRequirement, Requirement  # pants: no-infer-dep
-from packaging.utils import canonicalize_name  # pants: no-infer-dep
-
 from localai.model.lockfile import LockedRequirement, Lockfile
+
+# packaging 21.3 (Pants') uses pyparsing 3's deprecated names: a warning per grammar line in
+# Pants' log at import and per parse, unless silenced.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from packaging.markers import Marker  # pants: no-infer-dep (packaging comes with pantsbuild.pants)
+    from packaging.requirements import InvalidRequirement, Requirement  # pants: no-infer-dep
+    from packaging.utils import canonicalize_name  # pants: no-infer-dep
 
 
 def marker_environment(machine: str, python: str) -> dict[str, str]:
@@ -85,6 +90,8 @@ def unsatisfied(lockfile: Lockfile, machine: str, python: str) -> tuple[str, ...
     env = marker_environment(machine, python)
     roots = lockfile.roots()
     lines: dict[str, None] = {}
-    for resolve in lockfile.resolves():
-        lines.update(dict.fromkeys(_unsatisfied_in(resolve, roots, env, lockfile.path)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # packaging's parseString (above)
+        for resolve in lockfile.resolves():
+            lines.update(dict.fromkeys(_unsatisfied_in(resolve, roots, env, lockfile.path)))
     return tuple(lines)
