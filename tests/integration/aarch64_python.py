@@ -11,6 +11,7 @@ tests/tools/install-debian-tools.sh. Emulated timings are emulation's, never arm
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from tests.integration.backend_process import BackendProcess
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
 from tests.integration.registry import debian_tool
 
 SUITE = "bookworm"
@@ -26,6 +27,8 @@ MIRROR = os.environ.get("LOCALAI_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 CACHE = Path(os.environ.get("LOCALAI_BUILD_CACHE", "~/.cache/localai-build")).expanduser()
 ROOT = CACHE / f"aarch64-cpython-3.11-debian-{SUITE}"
 PYTHON = "usr/bin/python3.11"
+ARM_LEVELS = ("arm64-i8mm", "arm64-sve", "arm64-dotprod", "arm64-neon")  # backends/common/cpu_levels.json, best first
+EM_AARCH64 = 183
 
 
 class Aarch64PythonError(RuntimeError):
@@ -107,3 +110,19 @@ def served_beside_x86_64(backend: str, qemu_bin: Path, timeout: float) -> Iterat
     finally:
         arm.stop()
         x86.stop()
+
+
+def aarch64_engine_builds(backend: str, engine: str, library: str) -> dict[str, Path]:
+    """{CPU level: its folder} of the engine builds `backend:cpu-arm64`'s packed PEX carries,
+    checked to be what an arm64 folder may hold: a build record for linux_aarch64, no x86_64
+    wheel, only ARM levels (those PANTS_LOCALAI_NATIVE_CPU_LEVELS keeps; CI: the baseline) and
+    every `library` an aarch64 ELF."""
+    record = json.loads(dist_path(backend, "cpu-arm64", "build-record.json").read_text())
+    assert (record["platform"], record["resolve"]) == ("linux_aarch64", f"{backend}-cpu-arm64")
+    pex = dist_path(backend, "cpu-arm64", "backend.pex")
+    assert all("x86_64" not in d for d in pex_distributions(pex)), pex_distributions(pex)
+    builds = {lib.parent.name: lib.parent for lib in pex.glob(f"localai_backend/engines/{engine}/*/{library}")}
+    assert builds and set(builds) <= set(ARM_LEVELS), builds
+    for level, folder in builds.items():
+        assert int.from_bytes((folder / library).read_bytes()[18:20], "little") == EM_AARCH64, level
+    return builds

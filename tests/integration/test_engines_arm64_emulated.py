@@ -9,34 +9,24 @@ made (the smallest SD model sd.cpp loads is a full-width UNet: minutes per step 
 Timings under emulation are emulation's."""
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.aarch64_python import python_on_path, served_beside_x86_64
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.aarch64_python import aarch64_engine_builds, python_on_path, served_beside_x86_64
+from tests.integration.backend_process import BackendProcess
 from tests.integration.llama_cpp_models import convert, make_model
 from tests.integration.rpc_checks import assert_healthy
 
 EMULATED = 900  # seconds
-ARM_LEVELS = {"arm64-i8mm", "arm64-sve", "arm64-dotprod", "arm64-neon"}  # backends/common/cpu_levels.json
 LIBRARIES = {"llama-cpp": ("llama-cpp", "libllama.so"), "stablediffusion-ggml": ("stable-diffusion-cpp", "libstable-diffusion.so")}
 
 
 @pytest.mark.parametrize("backend", sorted(LIBRARIES))
 def test_the_arm64_folder_carries_only_aarch64_engine_builds(backend):
-    record = json.loads(dist_path(backend, "cpu-arm64", "build-record.json").read_text())
-    assert (record["platform"], record["resolve"]) == ("linux_aarch64", f"{backend}-cpu-arm64")
-    pex = dist_path(backend, "cpu-arm64", "backend.pex")
-    assert all("x86_64" not in d for d in pex_distributions(pex)), pex_distributions(pex)
-    engine, lib = LIBRARIES[backend]
-    libs = list(pex.glob(f"localai_backend/engines/{engine}/*/{lib}"))
-    assert libs and {p.parent.name for p in libs} <= ARM_LEVELS, libs
-    for p in libs:
-        assert int.from_bytes(p.read_bytes()[18:20], "little") == 183, p  # EM_AARCH64
+    aarch64_engine_builds(backend, *LIBRARIES[backend])
 
 
 @pytest.fixture(scope="module")

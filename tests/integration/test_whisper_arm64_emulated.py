@@ -6,17 +6,14 @@ under qemu-aarch64-static through its run.sh, and called over gRPC next to the x
 pauses, silence and noise. Timings under emulation are emulation's."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.aarch64_python import served_beside_x86_64
-from tests.integration.backend_process import dist_path, pex_distributions
+from tests.integration.aarch64_python import aarch64_engine_builds, served_beside_x86_64
+from tests.integration.backend_process import dist_path
 from tests.integration.rpc_checks import assert_healthy
 from tests.integration.vad_audio import short_pause_speech, synthetic_speech, vad, vad_cases
 
-ARM_LEVELS = {"arm64-i8mm", "arm64-sve", "arm64-dotprod", "arm64-neon"}  # backends/common/cpu_levels.json
 EMULATED = 900  # seconds
 
 
@@ -30,15 +27,8 @@ def servers(tmp_path_factory):
 
 
 def test_the_arm64_folder_carries_aarch64_engine_builds_and_the_vad_model():
-    record = json.loads(dist_path("whisper", "cpu-arm64", "build-record.json").read_text())
-    assert (record["platform"], record["resolve"]) == ("linux_aarch64", "whisper-cpu-arm64")
-    pex = dist_path("whisper", "cpu-arm64", "backend.pex")
-    assert all("x86_64" not in d for d in pex_distributions(pex)), pex_distributions(pex)
-    libs = list(pex.glob("localai_backend/engines/whisper-cpp/*/libwhisper.so"))
-    assert libs and {lib.parent.name for lib in libs} <= ARM_LEVELS, libs
-    for lib in libs:
-        assert int.from_bytes(lib.read_bytes()[18:20], "little") == 183, lib  # EM_AARCH64
-    assert list(pex.glob("localai_backend/engines/whisper-cpp/silero-vad/*.bin"))
+    aarch64_engine_builds("whisper", "whisper-cpp", "libwhisper.so")
+    assert list(dist_path("whisper", "cpu-arm64", "backend.pex").glob("localai_backend/engines/whisper-cpp/silero-vad/*.bin"))
 
 
 def test_vad_segments_over_grpc_equal_the_x86_64_build(servers):
