@@ -21,7 +21,8 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                         requirements-<accel>-arm64.txt over the accelerator's files, and
                         `:<accel>-index`, the OCI image index of both platforms' images
     arm64_tags:         tags of the arm64 variants and their index instead of `tags` (e.g.
-                        ["by-hand"]: CI builds and emulates one arm64 torch backend, rerankers)
+                        ["by-hand"]: left out of `::`; a test that needs one still builds it, as
+                        CI's emulated minilm-ggml and whisper tests do)
     arm64_engines:      the engines' aarch64 builds the arm64 variants carry instead of `engines`
                         (e.g. "engines/minilm:arm64-neon"); required with arm64=[...] and engines=[...]
     prelock:            accelerators whose variant uv resolves before pex locks it
