@@ -91,7 +91,7 @@ def parse_roots(content: bytes, path: str) -> tuple[str, ...] | None:
     try:
         roots = lockfile_json(content).get("requirements")
         return None if roots is None else tuple(roots)
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # AttributeError: JSON that is not an object
         raise _format_error(path, e) from e
 
 
