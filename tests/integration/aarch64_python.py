@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
 from tests.integration.registry import debian_tool
 
@@ -97,15 +98,26 @@ def python_on_path(directory: Path) -> Path:
     return directory
 
 
+def emulated_env(qemu_bin: Path) -> dict[str, str]:
+    """The environment in which a `cpu-arm64` folder's run.sh finds the aarch64 python3.11."""
+    return {"PATH": f"{python_on_path(qemu_bin)}:{os.environ['PATH']}"}
+
+
 @contextlib.contextmanager
-def served_beside_x86_64(backend: str, qemu_bin: Path, timeout: float) -> Iterator[tuple[BackendProcess, BackendProcess]]:
+def served_beside_x86_64(
+    backend: str, qemu_bin: Path, timeout: float, load: backend_pb2.ModelOptions | None = None
+) -> Iterator[tuple[BackendProcess, BackendProcess]]:
     """(arm64, x86_64): the backend's `cpu-arm64` folder served by the aarch64 interpreter under
-    qemu and its `cpu` folder served natively, both healthy; stopped on exit."""
-    arm = BackendProcess(backend, "cpu-arm64", env={"PATH": f"{python_on_path(qemu_bin)}:{os.environ['PATH']}"})
+    qemu and its `cpu` folder served natively, both healthy (and, with `load`, both having loaded
+    that model); stopped on exit."""
+    arm = BackendProcess(backend, "cpu-arm64", env=emulated_env(qemu_bin))
     x86 = BackendProcess(backend, "cpu")
     try:
         x86.wait_healthy()
         arm.wait_healthy(timeout=timeout)
+        for server in (arm, x86) if load is not None else ():
+            res = server.stub.LoadModel(load, timeout=timeout)
+            assert res.success, res.message + server.output()
         yield arm, x86
     finally:
         arm.stop()

@@ -9,13 +9,11 @@ made (the smallest SD model sd.cpp loads is a full-width UNet: minutes per step 
 Timings under emulation are emulation's."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.aarch64_python import aarch64_engine_builds, python_on_path, served_beside_x86_64
+from tests.integration.aarch64_python import aarch64_engine_builds, emulated_env, served_beside_x86_64
 from tests.integration.backend_process import BackendProcess
 from tests.integration.llama_cpp_models import convert, make_model
 from tests.integration.rpc_checks import assert_healthy
@@ -36,10 +34,7 @@ def llama_servers(tmp_path_factory):
     gguf = convert(root / "hf", root / "tiny-llama-f32.gguf")
     options = backend_pb2.ModelOptions(Model=str(gguf), ContextSize=128, Threads=2, Embeddings=True,
                                        CacheTypeKey="f32", CacheTypeValue="f32", FlashAttention="off")
-    with served_beside_x86_64("llama-cpp", tmp_path_factory.mktemp("qemu-bin"), EMULATED) as pair:
-        for server in pair:
-            res = server.stub.LoadModel(options, timeout=EMULATED)
-            assert res.success, res.message + server.output()
+    with served_beside_x86_64("llama-cpp", tmp_path_factory.mktemp("qemu-bin"), EMULATED, load=options) as pair:
         yield pair
 
 
@@ -58,7 +53,7 @@ def test_llama_greedy_text_and_embeddings_equal_the_x86_64_build(llama_servers):
 
 
 def test_stablediffusion_server_is_healthy_under_qemu(tmp_path):
-    server = BackendProcess("stablediffusion-ggml", "cpu-arm64", env={"PATH": f"{python_on_path(tmp_path)}:{os.environ['PATH']}"})
+    server = BackendProcess("stablediffusion-ggml", "cpu-arm64", env=emulated_env(tmp_path))
     try:
         server.wait_healthy(timeout=EMULATED)
         assert_healthy(server.stub)

@@ -29,8 +29,6 @@ from pants.option.option_types import StrListOption
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
-from localai.model.accelerators import python_version_of
-from localai.model.lock_consistency import unsatisfied
 from localai.model.lockfile import Lockfile
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import AllBackendVariants, BackendVariant, inconsistent_lock_message
@@ -119,7 +117,7 @@ async def lock_for_platform(request: PlatformLockfileRequest, python_setup: Pyth
     )
     written = metadata.add_header_to_lockfile(lock, regenerate_command=variant.lock_command, delimeter="//")
     # pex writes a lock its own install may refuse: refused here, before any file is written.
-    broken = unsatisfied(Lockfile.of(variant.lockfile, written), variant.platform.machine, python_version_of(variant.accelerator.python))
+    broken = variant.unsatisfied_by(Lockfile.of(variant.lockfile, written))
     if broken:
         raise PlatformLockfileError(inconsistent_lock_message(variant, broken))
     return PlatformLockfile(FileContent(variant.lockfile, written))

@@ -157,6 +157,10 @@ class Variant:
         goal = "localai-platform-lockfiles" if self.platform.cross else "generate-lockfiles"
         return f"./pants {goal} --resolve={self.resolve}"
 
+    def unsatisfied_by(self, lockfile: Lockfile) -> tuple[str, ...]:
+        """The requirements `lockfile` breaks on this variant's machine and CPython (model/lock_consistency.py)."""
+        return unsatisfied(lockfile, self.platform.machine, python_version_of(self.accelerator.python))
+
     @property
     def pip_options(self) -> str:
         """Its resolve's pip options file: the accelerator's, or one of its own when it has extra
@@ -291,10 +295,9 @@ class BackendVariant:
         return self.variant.accelerator.forbidden_in(self.lockfile.versions()) if self.lockfile else ()
 
     def unsatisfied_locked(self) -> tuple[str, ...]:
-        """The requirements the lockfile breaks on the variant's platform (model/lock_consistency.py):
-        what the audit fails it for and `pants package` refuses, before pex would."""
-        v = self.variant
-        return unsatisfied(self.lockfile, v.platform.machine, python_version_of(v.accelerator.python)) if self.lockfile else ()
+        """The requirements the lockfile breaks on the variant's platform: what the audit fails it
+        for and `pants package` refuses, before pex would."""
+        return self.variant.unsatisfied_by(self.lockfile) if self.lockfile else ()
 
     def packageable_lock(self) -> Lockfile:
         """The lockfile, refused when the audit would refuse the artifact built from it."""
