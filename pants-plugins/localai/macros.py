@@ -125,7 +125,9 @@ def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=N
         native_engine(name="fuzz", cpu_level=fuzz_level, sanitizer_coverage=True, **{**common, "test_binary": None})
 
 
-def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0", extra_indexes=None, prelock=()):
+def localai_import(
+    accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0", extra_indexes=None, prelock=(), exempt=None
+):
     """One of LocalAI's own backend folders (backend/python/<name>/, copied unchanged), as
     written by `./pants localai-import`: a variant per accelerator whose LocalAI profile has a
     requirement file. Its backend.py runs unchanged: top-level backend_pb2 stubs are generated
@@ -135,6 +137,8 @@ def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, ve
     # {accelerator: [index, ...]}: the folder's own indexes declared for that variant alone
     # ([localai.overrides.<folder>] extra_indexes); its resolve's pip options add them.
     extra_indexes = extra_indexes or {}
+    # {accelerator: {project: why}}: forbidden projects that variant may hold ([localai.overrides.<folder>] exempt)
+    exempt = exempt or {}
     localai_sources(
         name="src",
         # Its sibling packages too (tinygrad's tool_parsers/): backend.py imports them by name.
@@ -154,6 +158,7 @@ def localai_import(accelerators, not_lockable_here=None, size_budget_mb=None, ve
             extra_indexes=extra_indexes.get(accel),
             # [localai.overrides.<folder>] prelock: uv pins it before pex locks it (goals/prelock.py)
             prelock=accel in prelock,
+            exempt=exempt.get(accel),
         )
 
 

@@ -15,6 +15,7 @@ from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     BoolField,
     Dependencies,
+    DictStringToStringField,
     IntField,
     MultipleSourcesField,
     StringField,
@@ -164,6 +165,19 @@ class PrelockField(BoolField):
     )
 
 
+class ExemptField(DictStringToStringField):
+    alias = "exempt"
+    help = help_text(
+        """
+        Written by `./pants localai-import` only, from `[localai.overrides.<folder>] exempt` in
+        3rdparty/accelerators.toml: {project: why} for projects the accelerator's `forbidden` list
+        names that this variant may hold anyway (cpu's nvidia-ml-py, a pure-Python NVML binding).
+        The audit still fails any GPU runtime library they ship or their ELF files NEED; the build
+        record and docs/status.md repeat each exemption with its reason.
+        """
+    )
+
+
 class LocalAIBackendVariantTarget(Target):
     alias = "localai_backend_variant"
     core_fields = (
@@ -177,6 +191,7 @@ class LocalAIBackendVariantTarget(Target):
         LayoutField,
         ExtraIndexesField,
         PrelockField,
+        ExemptField,
     )
     help = help_text(
         """

@@ -166,6 +166,8 @@ async def pin_policy_section(variants: AllBackendVariants) -> PinPolicySection:
             rows.append(f"| {t.address} | not satisfiable | {line} |")
         for url in t.variant.extra_indexes:
             rows.append(f"| {t.address} | extra index | {url}, seen by this variant's resolve alone ({t.variant.pip_options}) |")
+        for name, why in t.exempt.items():
+            rows.append(f"| {t.address} | exempt | {name}, which {t.variant.accelerator.name} forbids: {why} |")
         if not reqs.replacements and not reqs.unsatisfied:
             rows.append(f"| {t.address} | unchanged | no torch-family pin to replace |")
     return PinPolicySection(
@@ -173,7 +175,9 @@ async def pin_policy_section(variants: AllBackendVariants) -> PinPolicySection:
         "LocalAI's own folders (`./pants localai-import`) keep their requirement files unchanged; their\n"
         "torch-family pins are replaced by what the accelerator provides ([localai.torch_family] in\n"
         "3rdparty/accelerators.toml). An index of the folder's own is honoured only where\n"
-        "[localai.overrides.<folder>] extra_indexes declares it, for that variant's resolve alone.\n"
+        "[localai.overrides.<folder>] extra_indexes declares it, for that variant's resolve alone;\n"
+        "a project the accelerator forbids is held only where [localai.overrides.<folder>] exempt says\n"
+        "why, and never with a GPU runtime library (the audit).\n"
         "The build record of each artifact repeats these lines.\n\n"
         "| variant | pin policy | what |\n|---|---|---|\n" + "\n".join(rows) + "\n"
     )

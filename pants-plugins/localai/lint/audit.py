@@ -178,6 +178,19 @@ def gpu_link_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tupl
     return tuple(lines)
 
 
+def exempt_runtime_lines(exempt: tuple[str, ...], files: tuple[ElfFile, ...]) -> tuple[str, ...]:
+    """One line per GPU runtime library that a project the variant's BUILD `exempt`s from the
+    forbidden names ships: an exemption spares a name (a binding that loads the driver only when
+    called), never a GPU runtime inside the artifact. What such files NEED is gpu_link_lines'."""
+    return tuple(
+        f"wheel {f.dist}: {f.file} is a GPU runtime library, in {project_of_wheel(f.dist)}, which the variant's BUILD "
+        f"`exempt`s from the forbidden names: an exemption cannot hold a GPU runtime; drop the exemption "
+        f"([localai.overrides.<folder>] exempt in {MATRIX_PATH}) and the requirement that pulls it"
+        for f in files
+        if f.dist and project_of_wheel(f.dist) in exempt and is_gpu_runtime(f.file.rsplit("/", 1)[-1])
+    )
+
+
 # The libraries a manylinux wheel may NEED from the host (PEP 599's policy, as auditwheel lists it
 # for manylinux2014 and every later manylinux_2_x), glibc's libmvec (soundfile's libsndfile and
 # av's libx265 NEED it; it is part of the glibc a manylinux_2_28 host has), and each platform's
@@ -245,6 +258,7 @@ class BuiltArtifact:
     accelerator: Accelerator
     budget_mb: int
     platform: str = "x86_64"  # the machine it runs on (platform.machine() spelling): every ELF's e_machine
+    exempt: tuple[str, ...] = ()  # forbidden projects its variant may hold (BackendVariant.exempt)
 
 
 def wrong_platform_wheels(lockfile: Lockfile, machine: str) -> tuple[str, ...]:
@@ -276,10 +290,12 @@ async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
     size_line, over_budget = judge_size(artifact.pex_path, tree.size, artifact.budget_mb)
     scan = await Get(ElfScan, ElfScanRequest(artifact.digest, (artifact.pex_path,), accel.python))
     return ArtifactAudit(
-        forbidden=accel.forbidden_in((project_of_wheel(d), version_of_wheel(d)) for d in dists),
+        forbidden=tuple(
+            p for p in accel.forbidden_in((project_of_wheel(d), version_of_wheel(d)) for d in dists) if p not in artifact.exempt
+        ),
         size_line=size_line,
         over_budget=over_budget,
-        gpu_links=gpu_link_lines(accel, scan.files),
+        gpu_links=gpu_link_lines(accel, scan.files) + exempt_runtime_lines(artifact.exempt, scan.files),
         elf_files=len(scan.files),
         wrong_machine=wrong_machine_lines(artifact.platform, scan.files),
         host_libs=host_library_lines(accel, scan.files),
@@ -292,7 +308,8 @@ async def audit_artifact(field_set: BackendVariantFieldSet) -> ArtifactAudit:
     built = await Get(BuiltPackage, BackendVariantFieldSet, field_set)
     pex = next(a.relpath.rstrip("/") for a in built.artifacts if a.relpath and a.relpath.rstrip("/").endswith(".pex"))
     return await Get(
-        ArtifactAudit, BuiltArtifact(built.digest, pex, bv.variant.accelerator, bv.size_budget_mb, bv.variant.platform.machine)
+        ArtifactAudit,
+        BuiltArtifact(built.digest, pex, bv.variant.accelerator, bv.size_budget_mb, bv.variant.platform.machine, tuple(bv.exempt)),
     )
 
 
@@ -332,6 +349,11 @@ async def audit_variant(request: AuditRequest.Batch, audit: AuditSubsystem) -> L
         broken = bv.unsatisfied_locked()
         lines += [f"{field_set.address}: {variant.lockfile} cannot install: {line}" for line in broken]
         failed |= bool(bad) or bool(wrong) or bool(broken)
+        for name, why in bv.exempt.items():
+            lines.append(
+                f"{field_set.address}: {name}, which the {variant.accelerator.name} accelerator forbids, is exempt "
+                f"(BUILD `exempt`): {why}"
+            )
         if not bad:
             lines.append(f"{field_set.address}: {variant.lockfile}: no forbidden package")
         if variant.accelerator.name in audit.package_accelerators and not bad and not broken:

@@ -42,10 +42,10 @@ def test_project_of_wheel_normalises_names() -> None:
     assert project_of_wheel("nvidia_cublas-13.0.0-py3-none-manylinux_2_27_x86_64.whl") == "nvidia-cublas"
 
 
-def _audit(files: dict[str, str], name: str, accel: str) -> LintResult:
+def _audit(files: dict[str, str], name: str, accel: str, *options: str) -> LintResult:
     rule_runner = make_rule_runner(QueryRule(LintResult, [AuditRequest.Batch]))
     rule_runner.write_files(files)
-    rule_runner.set_options(resolve_options(name, [accel]))
+    rule_runner.set_options([*resolve_options(name, [accel]), *options])
     tgt = rule_runner.get_target(Address(f"backends/{name}", target_name=accel))
     return rule_runner.request(
         LintResult, [AuditRequest.Batch("localai-audit", (BackendVariantFieldSet.create(tgt),), None)]
@@ -67,6 +67,19 @@ def test_cuda_lockfile_may_hold_nvidia_packages() -> None:
     result = _audit(files, "demo", "cuda13")
     assert result.exit_code == 0, result.stdout
     assert "no forbidden package" in result.stdout
+
+
+def test_an_exempt_project_passes_the_lockfile_audit_with_its_reason_and_only_for_its_variant() -> None:
+    # What `./pants localai-import` writes for [localai.overrides.rfdetr] exempt.
+    files = backend_files("demo", {"cpu": ""})
+    files["lockfiles/demo-cpu.lock"] = lockfile("inference", "nvidia-ml-py", "cuda-bindings")
+    files["backends/demo/BUILD"] = 'localai_import(accelerators=["cpu"], exempt={"cpu": {"nvidia-ml-py": "pure Python"}})\n'
+    result = _audit(files, "demo", "cpu", "--localai-audit-package-accelerators=[]")
+    assert result.exit_code == 1
+    assert "backends/demo:cpu: nvidia-ml-py, which the cpu accelerator forbids, is exempt (BUILD `exempt`): pure Python" in result.stdout
+    assert "locks 'cuda-bindings'" in result.stdout and "locks 'nvidia-ml-py'" not in result.stdout
+    files["lockfiles/demo-cpu.lock"] = lockfile("inference", "nvidia-ml-py")
+    assert _audit(files, "demo", "cpu", "--localai-audit-package-accelerators=[]").exit_code == 0
 
 
 def test_lockfile_that_cannot_install_fails_naming_the_requirement_it_breaks() -> None:
@@ -145,11 +158,13 @@ def _artifact_rule_runner():
 
 
 def audit_built(tmp_path: Path, accel: str, wheels: list[Path], budget_mb: int = 600, padding: int = 0, engine: bytes = b"",
-                platform: str = "x86_64"):
+                platform: str = "x86_64", exempt: tuple[str, ...] = ()):
     rule_runner = _artifact_rule_runner()
     files = packed_pex(wheels, padding, engine)
     digest = rule_runner.make_snapshot({f"dist/backend.pex/{k}": v for k, v in files.items()}).digest
-    art = rule_runner.request(ArtifactAudit, [BuiltArtifact(digest, "dist/backend.pex", MATRIX[accel], budget_mb, platform)])
+    art = rule_runner.request(
+        ArtifactAudit, [BuiltArtifact(digest, "dist/backend.pex", MATRIX[accel], budget_mb, platform, exempt)]
+    )
     return art, artifact_report(f"backends/demo:{accel}", accel, "backends/demo/BUILD", art)
 
 
@@ -334,3 +349,19 @@ def test_arm64_variant_whose_lockfile_holds_x86_64_wheels_fails_the_audit() -> N
     result = rule_runner.request(LintResult, [AuditRequest.Batch("localai-audit", (BackendVariantFieldSet.create(tgt),), None)])
     assert result.exit_code == 1
     assert "backends/demo:cpu-arm64: lockfiles/demo-cpu-arm64.lock: locks torch-2.9.1-cp311-cp311-manylinux_2_28_x86_64.whl" in result.stdout
+
+
+def test_an_exempt_project_passes_by_name_but_never_with_a_gpu_runtime_inside(tmp_path) -> None:
+    # nvidia-fake-runtime matches cpu's nvidia-* glob; exempt (BUILD `exempt`), its name passes.
+    binding = provider_wheel(tmp_path, ["libnvbinding.so"])
+    assert audit_built(tmp_path, "cpu", [CLEAN_WHEEL, binding])[0].forbidden == ("nvidia-fake-runtime",)
+    art, (lines, failed) = audit_built(tmp_path, "cpu", [CLEAN_WHEEL, binding], exempt=("nvidia-fake-runtime",))
+    assert (art.forbidden, failed) == ((), False), lines
+    # The same exemption over a wheel that ships a CUDA runtime: the audit fails, naming the file.
+    runtime = provider_wheel(tmp_path, ["libcudart.so.12"])
+    art, (lines, failed) = audit_built(tmp_path, "cpu", [CLEAN_WHEEL, runtime], exempt=("nvidia-fake-runtime",))
+    assert failed and art.forbidden == ()
+    assert (
+        f"backends/demo:cpu: wheel {runtime.name}: nvidia/fake/lib/libcudart.so.12 is a GPU runtime library, in "
+        "nvidia-fake-runtime, which the variant's BUILD `exempt`s from the forbidden names"
+    ) in "\n".join(lines)

@@ -23,6 +23,7 @@ from pants.engine.addresses import Address
 from pants.engine.collection import Collection
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import AllTargets, Target, WrappedTarget, WrappedTargetRequest
+from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
@@ -32,6 +33,7 @@ from localai.model.lockfile import Lockfile, LockfileRequest, MaybeLockfile
 from localai.model.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform, platform_named
 from localai.target_types import (
     AcceleratorField,
+    ExemptField,
     ExtraIndexesField,
     LayoutField,
     NotLockableHereField,
@@ -263,6 +265,8 @@ class BackendVariant:
     layout: str
     lockfile: Lockfile | None
     not_lockable_here: str | None  # the target's reason, if it gives one
+    # project -> why: forbidden projects this variant may hold (an imported folder's, BUILD `exempt`)
+    exempt: FrozenDict[str, str] = FrozenDict()
 
     @property
     def address(self) -> Address:
@@ -291,8 +295,11 @@ class BackendVariant:
 
     def forbidden_locked(self) -> tuple[str, ...]:
         """The lockfile's packages the accelerator forbids: what the audit (`pants lint`) fails
-        the lockfile for, and what `pants package` refuses to build (one check, both goals)."""
-        return self.variant.accelerator.forbidden_in(self.lockfile.versions()) if self.lockfile else ()
+        the lockfile for, and what `pants package` refuses to build (one check, both goals); its
+        exempt projects are not among them."""
+        if not self.lockfile:
+            return ()
+        return tuple(p for p in self.variant.accelerator.forbidden_in(self.lockfile.versions()) if p not in self.exempt)
 
     def unsatisfied_locked(self) -> tuple[str, ...]:
         """The requirements the lockfile breaks on the variant's platform: what the audit fails it
@@ -377,6 +384,7 @@ async def backend_variant(request: BackendVariantRequest) -> BackendVariant:
         layout=tgt[LayoutField].value,
         lockfile=maybe.lockfile,
         not_lockable_here=tgt[NotLockableHereField].value,
+        exempt=FrozenDict(sorted((tgt.get(ExemptField).value or {}).items())),
     )
 
 

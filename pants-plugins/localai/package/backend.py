@@ -226,6 +226,7 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
         pants_version=str(PANTS_VERSION),
         original_urls=wheelhouse.mapping(),
         source=checkout.material(),
+        exempt=backend_variant.exempt,
     )
     statement = next(r.content for r in records if r.path == PROVENANCE_NAME)
     envelope = await Get(ProvenanceEnvelope, ProvenanceEnvelopeRequest(str(field_set.address), statement))

@@ -159,3 +159,9 @@ def test_packaging_refuses_extra_indexes_the_requirement_files_do_not_name() -> 
 
     record = json.loads(backend_record_json(variant, "0.1.0", Lockfile("lockfiles/x.lock", "ab", b""), PexTree("cd", 1, ())))
     assert (record["extra_indexes"], record["pip_options"]) == ([OWN_INDEX], "3rdparty/accelerators/variants/localai-llm-cuda13.txt")
+    assert "exempt" not in record
+    exempt = {"nvidia-ml-py": "pure Python"}
+    record = json.loads(
+        backend_record_json(variant, "0.1.0", Lockfile("lockfiles/x.lock", "ab", b""), PexTree("cd", 1, ()), exempt=exempt)
+    )
+    assert record["exempt"] == exempt

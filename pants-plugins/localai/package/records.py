@@ -30,6 +30,7 @@ def backend_record_json(
     pex_tree: PexTree,
     pin_policy: tuple[str, ...] = (),
     interpreter: dict | None = None,
+    exempt: Mapping[str, str] = {},
 ) -> bytes:
     return canonical_json(
         {
@@ -50,6 +51,8 @@ def backend_record_json(
             **({"pin_policy": list(pin_policy)} if pin_policy else {}),
             # The folder's own indexes, seen by this variant's resolve alone (its pip options file).
             **({"extra_indexes": list(variant.extra_indexes), "pip_options": variant.pip_options} if variant.extra_indexes else {}),
+            # Forbidden projects its BUILD exempts, each with why ([localai.overrides.<folder>] exempt).
+            **({"exempt": dict(exempt)} if exempt else {}),
             # The portable CPython in python/ (portable_python.py); absent: the host's python.
             **({"interpreter": interpreter} if interpreter else {}),
         }
@@ -71,10 +74,13 @@ def folder_records(
     pants_version: str,
     original_urls: Mapping[str, str] = {},
     source: dict | None = None,
+    exempt: Mapping[str, str] = {},
 ) -> tuple[FileContent, ...]:
     """run.sh, the build record, the SBOM and the provenance statement that names all of them."""
     run_sh = portable.run_sh().encode()
-    record = backend_record_json(variant, version, lockfile, pex_tree, pin_policy, portable.record() if portable.enabled else None)
+    record = backend_record_json(
+        variant, version, lockfile, pex_tree, pin_policy, portable.record() if portable.enabled else None, exempt
+    )
     sbom = cyclonedx_sbom(
         name=variant.backend,
         version=version,

@@ -87,6 +87,8 @@ class ImportedVariant:
     extra_indexes: tuple[str, ...] = ()
     # uv resolves it before pex locks it ([localai.overrides.<folder>] prelock)
     prelock: bool = False
+    # (project, why): forbidden projects it may hold ([localai.overrides.<folder>] exempt)
+    exempt: tuple[tuple[str, str], ...] = ()
 
     @property
     def resolve(self) -> str:
@@ -153,6 +155,12 @@ def build_line(variants: list[ImportedVariant]) -> str:
     prelock = [v.accelerator for v in variants if v.prelock]
     if prelock:
         args.append(f"prelock={_pylist(prelock)}")
+    exempt = {v.accelerator: v.exempt for v in variants if v.exempt}
+    if exempt:
+        pairs = ", ".join(
+            f'"{a}": {{{", ".join(f"{p!r}: {why!r}" for p, why in projects)}}}' for a, projects in exempt.items()
+        )
+        args.append(f"exempt={{{pairs}}}")
     return f"localai_import({', '.join(args)})"
 
 
@@ -191,6 +199,7 @@ def plan_import(
             skipped.append(Skipped(directory, None, " ".join(bad_names)))
             continue
         declared, folder_skips = [], []
+        override = conventions.overrides.get(name, InstallShOverride())
         for profile in conventions.profiles.values():
             if not builds_profile(name, reqs, profile, conventions):
                 continue
@@ -216,7 +225,8 @@ def plan_import(
                     layered.replacements,
                     not_lockable,
                     layered.extra_indexes,
-                    accel.name in conventions.overrides.get(name, InstallShOverride()).prelock,
+                    accel.name in override.prelock,
+                    tuple(override.exempt.get(accel.name, {}).items()),
                 )
             )
         if not declared and folder_skips:
@@ -377,6 +387,8 @@ async def localai_import(
                 console.print_stdout(f"  pin policy: {r}")
             for url in v.extra_indexes:
                 console.print_stdout(f"  extra index: {url}, seen by {v.resolve} alone ({v.pip_options})")
+            for project, why in v.exempt:
+                console.print_stdout(f"  exempt: {project}, which {v.accelerator} forbids: {why}")
             if v.prelock:
                 console.print_stdout(f"  prelock: run `./pants localai-prelock --resolve={v.resolve}` before generate-lockfiles")
         writes.update(plan.build_files)

@@ -353,3 +353,13 @@ def test_a_profile_built_from_the_shared_files_alone_is_declared_where_the_overr
     plan = plan_import(ROOT, {"common": {}, "tts": tts}, matrix, declared)
     assert [v.accelerator for v in plan.variants] == ["cpu", "metal"]
     assert plan.build_files[f"{ROOT}/tts/BUILD"].splitlines()[1] == 'localai_import(accelerators=["cpu", "metal"])'
+
+
+def test_an_exempt_project_is_written_for_its_accelerators_variant_alone(matrix) -> None:
+    table = '\n[localai.overrides.llm]\nexempt = { cpu = { "nvidia-ml-py" = "pure Python" } }\n'
+    plan = plan_import(ROOT, {"common": {}, "llm": {**LLM, "requirements-cublas13.txt": "numpy\n"}}, matrix,
+                       LocalAIConventions.parse(MATRIX + table, matrix))
+    assert plan.build_files[f"{ROOT}/llm/BUILD"].splitlines()[1] == (
+        'localai_import(accelerators=["cpu", "cuda13"], exempt={"cpu": {\'nvidia-ml-py\': \'pure Python\'}})'
+    )
+    assert [(v.accelerator, v.exempt) for v in plan.variants] == [("cpu", (("nvidia-ml-py", "pure Python"),)), ("cuda13", ())]

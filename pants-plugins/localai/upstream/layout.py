@@ -31,7 +31,9 @@
   `not_lockable = { <accel> = "<why>" }` does so for one variant whose lock was measured to fail
   here for a reason no requirement line can fix (an sdist pip 20.3.4 cannot build);
   `profiles = ["cpu"]` declares a profile LocalAI builds from the shared files alone (its gallery
-  lists cpu-kitten-tts, whose folder has no requirements-cpu.txt).
+  lists cpu-kitten-tts, whose folder has no requirements-cpu.txt); `exempt = { <accel> =
+  { "<project>" = "<why>" } }` lets that variant hold projects its accelerator's `forbidden`
+  names (rfdetr's nvidia-ml-py on cpu), never a GPU runtime library (lint/audit.py).
 - grpcio-tools: LocalAI installs it at protogen time in a throwaway venv, bounded by the
   backend's grpcio and protobuf; here nothing is added to the variant's resolve: the stubs come
   from the project's `grpc-stubs` resolve (one grpcio-tools, 3rdparty/grpc-stubs/BUILD), checked
@@ -99,6 +101,9 @@ class InstallShOverride:
     # LocalAI profiles this folder is built for from its shared files alone (no profile file
     # shows it; LocalAI's gallery lists the image, e.g. cpu-kitten-tts from requirements.txt)
     profiles: tuple[str, ...] = ()
+    # accelerator -> {project: why}: projects that accelerator's `forbidden` names which its
+    # variant of this folder may hold (the audit still fails any GPU runtime they ship or NEED)
+    exempt: FrozenDict[str, FrozenDict[str, str]] = FrozenDict()
 
     def reasons(self, folder: str, accelerator: str) -> tuple[str, ...]:
         measured = self.not_lockable.get(accelerator)
@@ -115,7 +120,7 @@ class InstallShOverride:
         return tuple(found)
 
 
-_OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators", "extra_indexes", "prelock", "not_lockable", "profiles"}
+_OVERRIDE_KEYS = {"no_deps", "out_of_scope", "accelerators", "extra_indexes", "prelock", "not_lockable", "profiles", "exempt"}
 
 
 def _checked_override(entry: dict, where: str, key: str, default, valid, must: str, fix: str):
@@ -205,6 +210,25 @@ class LocalAIConventions:
                 f"list LocalAI profile names ({', '.join(sorted(profiles))}) the folder is built for from its shared files alone",
                 'e.g. profiles = ["cpu"]',
             )
+            exempt = checked(
+                "exempt", {},
+                lambda v: isinstance(v, dict) and all(
+                    isinstance(projects, dict) and projects
+                    and all(isinstance(why, str) and why.strip() for why in projects.values())
+                    for projects in v.values()
+                ),
+                "map an accelerator to {project = why}: the projects its `forbidden` names that this folder's variant "
+                "may hold, each with why it holds no GPU runtime",
+                'e.g. exempt = { cpu = { "nvidia-ml-py" = "pure Python: loads libnvidia-ml only when called" } }',
+            )
+            accelerators_named("exempt", exempt)
+            for accel, projects in exempt.items():
+                spared = [p for p in projects if not matrix.accelerators[accel].forbidden_in([normalized_name(p)])]
+                if spared:
+                    raise LocalAILayoutError(
+                        f"{where}: exempt names {', '.join(spared)} for {accel}, whose `forbidden` list does not "
+                        f"name {'it' if len(spared) == 1 else 'them'}. Fix: drop {'it' if len(spared) == 1 else 'them'} from exempt."
+                    )
             overrides[folder] = InstallShOverride(
                 tuple(normalized_name(n) for n in no_deps),
                 out_of_scope,
@@ -213,6 +237,10 @@ class LocalAIConventions:
                 tuple(prelock),
                 FrozenDict(sorted(not_lockable.items())),
                 tuple(built_for),
+                FrozenDict(
+                    (a, FrozenDict(sorted((normalized_name(p), why.strip()) for p, why in projects.items())))
+                    for a, projects in sorted(exempt.items())
+                ),
             )
         return cls(FrozenDict(profiles), FrozenDict(family), FrozenDict(aliases), FrozenDict(overrides))
 

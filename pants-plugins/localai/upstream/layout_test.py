@@ -345,7 +345,8 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
     [
         (
             '[localai.overrides.x]\nno_dep = ["a"]\n',
-            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, extra_indexes, no_deps, not_lockable, out_of_scope, prelock, profiles",
+            r"\[localai.overrides.x\]: unknown key\(s\) no_dep. Fix: use accelerators, exempt, extra_indexes, no_deps, "
+            r"not_lockable, out_of_scope, prelock, profiles",
         ),
         (
             '[localai.overrides.x]\nextra_indexes = ["https://a.invalid/simple"]\n',
@@ -355,6 +356,8 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
         ('[localai.overrides.x]\nout_of_scope = " "\n', r"\[localai.overrides.x\]: out_of_scope must say why"),
         ('[localai.overrides.x]\nnot_lockable = { cpu = "" }\n', r"\[localai.overrides.x\]: not_lockable must map an accelerator to why"),
         ('[localai.overrides.x]\nprofiles = ["cpu2"]\n', r"\[localai.overrides.x\]: profiles must list LocalAI profile names \(.*cpu.*\)"),
+        ('[localai.overrides.x]\nexempt = { cpu = ["nvidia-ml-py"] }\n', r"\[localai.overrides.x\]: exempt must map an accelerator to \{project = why\}"),
+        ('[localai.overrides.x]\nexempt = { cpu = { nvidia-ml-py = " " } }\n', r"\[localai.overrides.x\]: exempt must map an accelerator to \{project = why\}"),
         ('[localai.overrides.x]\nprelock = true\n', r"\[localai.overrides.x\]: prelock must list the accelerators.*prelock = \[\"cpu\"\]"),
     ],
 )
@@ -389,3 +392,14 @@ def test_a_variant_measured_not_lockable_says_why_and_the_folders_other_variants
     # Keyed by accelerator: `accelerators` (which scopes no_deps to cuda13) does not hide it.
     assert cpu.unsatisfied == ("pesq 0.0.4 does not build ([localai.overrides.tts] in 3rdparty/accelerators.toml)",)
     assert variant_requirements("backends/localai/tts", files, matrix.accelerators["cuda12"], conventions).unsatisfied == ()
+
+
+def test_an_exemption_names_forbidden_projects_of_known_accelerators_with_why(matrix) -> None:
+    table = '[localai.overrides.x]\nexempt = { cpu = { "NVIDIA_ML_PY" = " pure Python " } }\n'
+    exempt = LocalAIConventions.parse(MATRIX + "\n" + table, matrix).overrides["x"].exempt
+    assert {a: dict(p) for a, p in exempt.items()} == {"cpu": {"nvidia-ml-py": "pure Python"}}
+    # An exemption of what the accelerator does not forbid would be dead data: refused.
+    with pytest.raises(LocalAILayoutError, match=r"\[localai.overrides.x\]: exempt names numpy for cpu, whose `forbidden` list does not name it. Fix: drop it"):
+        LocalAIConventions.parse(MATRIX + "\n" + table.replace("NVIDIA_ML_PY", "numpy"), matrix)
+    with pytest.raises(AcceleratorMatrixError, match=r"\[localai.overrides.x\] exempt: unknown accelerator 'gpu9'"):
+        LocalAIConventions.parse(MATRIX + "\n" + table.replace("cpu", "gpu9"), matrix)
