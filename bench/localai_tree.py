@@ -10,7 +10,7 @@ Usage, in a scratch clone of this repository (nothing of LocalAI is committed):
 
 Per folder of backends/localai/ (its BUILD line as the import wrote it): whether a cpu variant is
 declared, and why it is not lockable; for each lockable one, in order, stopping at the first
-failure but the audit's: `localai-prelock` (when BUILD says prelock), `generate-lockfiles`,
+failure but the audit's: `localai-prelock` (when BUILD says prelock), `localai-lock`,
 `package`, `lint` (the ELF and lock audit), and run.sh started with `--addr` until Health answers OK, then one
 inference call where an offline model can be had (INFERENCE, models from `--make-models`). Each
 step's exit code, wall time and, on failure, the last lines of its output. Ends with a markdown table.
@@ -120,7 +120,7 @@ def variant_steps(folder: str, line: dict, timeout: float, models: str | None) -
     if "cpu" in line.get("prelock", []):
         steps.append(("prelock", ["./pants", "localai-prelock", f"--resolve={resolve}"]))
     steps += [
-        ("lock", ["./pants", "generate-lockfiles", f"--resolve={resolve}"]),
+        ("lock", ["./pants", "localai-lock", f"--resolve={resolve}"]),
         ("package", ["./pants", "package", target]),
         ("audit", ["./pants", "lint", target]),
     ]

@@ -5,7 +5,7 @@ image and its push), upstream/ (LocalAI's own folders), goals/ (generated output
 (audit and staleness checks), native/ (C++ engines, registered as `localai.native`).
 """
 from localai import target_types as localai_target_types
-from localai.goals import bundle, ci_matrix, claims, export, gallery, platform_lockfiles, prelock, prelock_inputs, resolves, status, verify
+from localai.goals import bundle, ci_matrix, claims, export, gallery, lock, platform_lockfiles, prelock, prelock_inputs, resolves, status, verify
 from localai.lint import audit, zizmor
 from localai.model import accelerators, lockfile, requirements, variant, wheelhouse
 from localai.oci import image, index, publish
@@ -49,6 +49,7 @@ def rules():
         *prelock_inputs.rules(),
         *prelock.rules(),
         *platform_lockfiles.rules(),
+        *lock.rules(),
         *portable_python.rules(),
         *source_checkout.rules(),
         *signing.rules(),

@@ -195,7 +195,7 @@ async def write_prelock(console: Console, workspace: Workspace, subsystem: Prelo
         console.print_stdout(f"{e.resolve}: {len(pins.pins)} pins ({pins.tool}) -> {e.pip_options}")
     workspace.write_digest(await Get(Digest, CreateDigest(writes)))
     resolves = " ".join(f"--resolve={e.resolve}" for e in entries)
-    console.print_stdout(f"Now lock: ./pants generate-lockfiles {resolves}")
+    console.print_stdout(f"Now lock: ./pants localai-lock {resolves}")
     return PrelockGoal(exit_code=0)
 
 

@@ -56,7 +56,7 @@ def test_uv_pins_a_resolve_and_pex_locks_exactly_those_pins() -> None:
 
     result = _goal(rule_runner, PrelockGoal, "--resolve=demo-cpu")
     assert result.exit_code == 0, result.stderr
-    assert "Now lock: ./pants generate-lockfiles --resolve=demo-cpu" in result.stdout
+    assert "Now lock: ./pants localai-lock --resolve=demo-cpu" in result.stdout
     text = Path(rule_runner.build_root, OWN).read_text()
     assert "--find-links file://${LOCALAI_WHEELHOUSE}/cpu/\n" in text  # the accelerator's options stay
     _, block = split_pin_block(text, path=OWN, resolve="demo-cpu")

@@ -155,7 +155,7 @@ class Variant:
     @property
     def lock_command(self) -> str:
         """The command that (re)generates its lockfile: a cross-built variant's is locked for its
-        platform alone (goals/platform_lockfiles.py)."""
+        platform alone (goals/platform_lockfiles.py); `localai-lock` (goals/lock.py) checks either before writing."""
         goal = "localai-platform-lockfiles" if self.platform.cross else "generate-lockfiles"
         return f"./pants {goal} --resolve={self.resolve}"
 
@@ -332,7 +332,7 @@ def inconsistent_lock_message(variant: Variant, broken: tuple[str, ...]) -> str:
     return (
         f"{variant.address}: {variant.lockfile} cannot install what it was locked for on {variant.platform.name}:{lines}\n"
         f"Fix: pip 20.3.4 (pex 2.1.137) can lock a set its own install refuses. Bound the named project in the "
-        f"requirements{uv}, then `{variant.lock_command}`."
+        f"requirements{uv}, then `./pants localai-lock --resolve={variant.resolve}` (it writes the lock only if it can install)."
     )
 
 

@@ -224,4 +224,4 @@ def test_a_lock_that_cannot_install_is_not_packaged_and_the_requirement_is_named
     msg = str(e.value)
     assert "backends/brokenlock:cpu: lockfiles/brokenlock-cpu.lock cannot install what it was locked for on linux_x86_64" in msg
     assert "grpcio 1.85.3 requires typing-extensions>=99, the lock holds typing-extensions " in msg
-    assert "then `./pants generate-lockfiles --resolve=brokenlock-cpu`" in msg
+    assert "then `./pants localai-lock --resolve=brokenlock-cpu` (it writes the lock only if it can install)" in msg

@@ -30,6 +30,7 @@ like any other requirement.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -155,12 +156,9 @@ def build_line(variants: list[ImportedVariant]) -> str:
     prelock = [v.accelerator for v in variants if v.prelock]
     if prelock:
         args.append(f"prelock={_pylist(prelock)}")
-    exempt = {v.accelerator: v.exempt for v in variants if v.exempt}
+    exempt = {v.accelerator: dict(v.exempt) for v in variants if v.exempt}
     if exempt:
-        pairs = ", ".join(
-            f'"{a}": {{{", ".join(f"{p!r}: {why!r}" for p, why in projects)}}}' for a, projects in exempt.items()
-        )
-        args.append(f"exempt={{{pairs}}}")
+        args.append(f"exempt={json.dumps(exempt)}")  # JSON's strings are Python's: one quote style
     return f"localai_import({', '.join(args)})"
 
 

@@ -360,6 +360,6 @@ def test_an_exempt_project_is_written_for_its_accelerators_variant_alone(matrix)
     plan = plan_import(ROOT, {"common": {}, "llm": {**LLM, "requirements-cublas13.txt": "numpy\n"}}, matrix,
                        LocalAIConventions.parse(MATRIX + table, matrix))
     assert plan.build_files[f"{ROOT}/llm/BUILD"].splitlines()[1] == (
-        'localai_import(accelerators=["cpu", "cuda13"], exempt={"cpu": {\'nvidia-ml-py\': \'pure Python\'}})'
+        'localai_import(accelerators=["cpu", "cuda13"], exempt={"cpu": {"nvidia-ml-py": "pure Python"}})'
     )
     assert [(v.accelerator, v.exempt) for v in plan.variants] == [("cpu", (("nvidia-ml-py", "pure Python"),)), ("cuda13", ())]
