@@ -263,8 +263,8 @@ async def write_resolves(console: Console, workspace: Workspace, subsystem: Reso
         return ResolvesGoal(exit_code=1)
     workspace.write_digest(await Get(Digest, CreateDigest([FileContent(p, c.encode()) for p, c in sorted(writes.items())])))
     console.print_stdout(
-        f"Wrote {', '.join(sorted(writes))}. Lock a new variant with `./pants generate-lockfiles --resolve=<resolve>`, "
-        "a cross-built one (`-arm64`) with `./pants localai-platform-lockfiles --resolve=<resolve>`."
+        f"Wrote {', '.join(sorted(writes))}. Lock a new variant with `./pants localai-lock --resolve=<resolve>` "
+        "(written only if it can install; a cross-built `-arm64` one too)."
     )
     return ResolvesGoal(exit_code=1 if update.orphans or update.pin_problems else 0)
 

@@ -36,9 +36,10 @@ from pants.engine.fs import (
     DigestSubset,
     MergeDigests,
     PathGlobs,
+    RemovePrefix,
 )
 from pants.engine.process import FallibleProcessResult, Process
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.option.option_types import BoolOption, StrListOption
 from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
@@ -62,7 +63,9 @@ class AuditSubsystem(Subsystem):
         help=softwrap(
             """
             Accelerators whose variants `pants lint` builds to audit the artifact (contents and
-            size budget). Others are audited on their lockfile only.
+            size budget), and whose artifacts `pants package` audits as it builds them (an ELF
+            file that cannot load where the artifact runs fails it; a host library or the size
+            budget is a warning). Others are audited on their lockfile only.
             """
         ),
     )
@@ -259,6 +262,7 @@ class BuiltArtifact:
     budget_mb: int
     platform: str = "x86_64"  # the machine it runs on (platform.machine() spelling): every ELF's e_machine
     exempt: tuple[str, ...] = ()  # forbidden projects its variant may hold (BackendVariant.exempt)
+    shown_as: str = ""  # its path in messages (dist/...), when ``pex_path`` is relative to a digest of its own
 
 
 def wrong_platform_wheels(lockfile: Lockfile, machine: str) -> tuple[str, ...]:
@@ -287,8 +291,15 @@ async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
         raise ValueError(f"{artifact.pex_path}: no PEX-INFO, so not a packed PEX: the audit cannot list its wheels")
     dists = sorted(json.loads(info[0].content)["distributions"])
     tree = PexTree.of(await Get(DigestEntries, Digest, artifact.digest), artifact.pex_path)
-    size_line, over_budget = judge_size(artifact.pex_path, tree.size, artifact.budget_mb)
-    scan = await Get(ElfScan, ElfScanRequest(artifact.digest, (artifact.pex_path,), accel.python))
+    size_line, over_budget = judge_size(artifact.shown_as or artifact.pex_path, tree.size, artifact.budget_mb)
+    # The wheels (.deps/, which change with the lock alone) apart from the backend's own files, so
+    # an edit of backend.py rescans only the latter: `pants package` audits every build.
+    wheels, own = await MultiGet(
+        Get(Digest, DigestSubset(artifact.digest, PathGlobs([f"{artifact.pex_path}/.deps/**"]))),
+        Get(Digest, DigestSubset(artifact.digest, PathGlobs([f"{artifact.pex_path}/**", f"!{artifact.pex_path}/.deps/**"]))),
+    )
+    scans = await MultiGet(Get(ElfScan, ElfScanRequest(d, (artifact.pex_path,), accel.python)) for d in (wheels, own))
+    scan = ElfScan(scans[0].files + scans[1].files)
     return ArtifactAudit(
         forbidden=tuple(
             p for p in accel.forbidden_in((project_of_wheel(d), version_of_wheel(d)) for d in dists) if p not in artifact.exempt
@@ -307,10 +318,17 @@ async def audit_artifact(field_set: BackendVariantFieldSet) -> ArtifactAudit:
     bv = await Get(BackendVariant, BackendVariantRequest(field_set.address))
     built = await Get(BuiltPackage, BackendVariantFieldSet, field_set)
     pex = next(a.relpath.rstrip("/") for a in built.artifacts if a.relpath and a.relpath.rstrip("/").endswith(".pex"))
-    return await Get(
-        ArtifactAudit,
-        BuiltArtifact(built.digest, pex, bv.variant.accelerator, bv.size_budget_mb, bv.variant.platform.machine, tuple(bv.exempt)),
-    )
+    folder, name = pex.rsplit("/", 1)
+    # The PEX at the digest's root, as `pants package` audited it: the same request, answered from cache.
+    alone = await Get(Digest, DigestSubset(built.digest, PathGlobs([f"{pex}/**"])))
+    at_root = await Get(Digest, RemovePrefix(alone, folder))
+    return await Get(ArtifactAudit, BuiltArtifact, built_artifact(bv, at_root, name, shown_as=pex))
+
+
+def built_artifact(bv: BackendVariant, digest: Digest, pex_path: str, shown_as: str) -> BuiltArtifact:
+    """The audit request of ``bv``'s PEX at ``pex_path`` in ``digest``: packaging's and lint's."""
+    v = bv.variant
+    return BuiltArtifact(digest, pex_path, v.accelerator, bv.size_budget_mb, v.platform.machine, tuple(bv.exempt), shown_as)
 
 
 def artifact_report(target: str, accelerator: str, build_file: str, art: ArtifactAudit) -> tuple[list[str], bool]:

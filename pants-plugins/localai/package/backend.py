@@ -21,6 +21,7 @@ and under dist/images/<name>/<accel>/ the OCI image of that folder (image.py).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -39,6 +40,7 @@ from pants.util.logging import LogLevel
 from pants.version import VERSION as PANTS_VERSION
 
 from localai.errors import LocalAIError
+from localai.lint.audit import ArtifactAudit, AuditSubsystem, BuiltArtifact, built_artifact
 from localai.model.accelerators import python_version_of
 from localai.model.artifact import BackendVariantFieldSet, PexTree
 from localai.model.records import BUILD_RECORD
@@ -57,6 +59,8 @@ from localai.package.signing import ENVELOPE_NAME, ProvenanceEnvelope, Provenanc
 from localai.package.source_checkout import SourceCheckout, SourceCheckoutRequest
 from localai.package.sources import BackendSources, BackendSourcesRequest
 from localai.target_types import BACKEND_LAYOUT, LOCALAI_LAYOUT
+
+logger = logging.getLogger(__name__)
 
 # Needed to compile backend.proto at build time, not at run time: kept out of the PEX.
 BUILD_ONLY_REQUIREMENT = "grpcio-tools"
@@ -194,8 +198,31 @@ def image_request(
     )
 
 
+class ArtifactAuditError(LocalAIError):
+    pass
+
+
+def check_audit(address, audit: ArtifactAudit, build_file: str) -> str | None:
+    """What `pants lint` refuses in a built artifact, at `pants package`: an ELF file that cannot
+    load where the artifact runs (a GPU runtime its accelerator does not allow, another machine's
+    code) fails packaging; a library a host may lack, or a size over budget, is the warning returned."""
+    cannot_load = audit.gpu_links + audit.wrong_machine
+    if cannot_load:
+        raise ArtifactAuditError(
+            f"{address}: the built artifact fails the audit (`pants lint`), and nothing was written:"
+            + "".join(f"\n  {line}" for line in cannot_load)
+        )
+    over = (f"{audit.size_line}: over budget; shrink the requirements, or raise size_budget_mb in {build_file}",)
+    warnings = audit.host_libs + (over if audit.over_budget else ())
+    if not warnings:
+        return None
+    return f"{address}: the built artifact fails the audit (`pants lint`):" + "".join(f"\n  {w}" for w in warnings)
+
+
 @rule(desc="Package a LocalAI backend variant", level=LogLevel.INFO)
-async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: PexCli, platform: Platform) -> BuiltPackage:
+async def package_backend_variant(
+    field_set: BackendVariantFieldSet, pex_cli: PexCli, platform: Platform, audit: AuditSubsystem
+) -> BuiltPackage:
     backend_variant = await Get(BackendVariant, BackendVariantRequest(field_set.address))
     variant, lockfile, version = backend_variant.variant, backend_variant.packageable_lock(), backend_variant.version
     layered = await Get(LayeredRequirements, RequirementsOfVariant(field_set.address, variant))
@@ -210,6 +237,12 @@ async def package_backend_variant(field_set: BackendVariantFieldSet, pex_cli: Pe
     )
     sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
     pex = await Get(BackendPex, BackendPexRequest(variant, requirements, sources, ics))
+    if variant.accelerator.name in audit.package_accelerators:  # the variants `pants lint` audits built
+        shown = f"{variant.folder}/{ARTIFACT}"
+        audited = await Get(ArtifactAudit, BuiltArtifact, built_artifact(backend_variant, pex.digest, ARTIFACT, shown))
+        warning = check_audit(field_set.address, audited, f"{field_set.address.spec_path}/BUILD")
+        if warning:
+            logger.warning(warning)
     wheelhouse = await Get(WheelhouseUrls, WheelhouseUrlsRequest())
     checkout = await Get(SourceCheckout, SourceCheckoutRequest())
     records = folder_records(

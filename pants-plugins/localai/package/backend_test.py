@@ -165,3 +165,23 @@ def test_packaging_refuses_extra_indexes_the_requirement_files_do_not_name() -> 
         backend_record_json(variant, "0.1.0", Lockfile("lockfiles/x.lock", "ab", b""), PexTree("cd", 1, ()), exempt=exempt)
     )
     assert record["exempt"] == exempt
+
+
+def test_packaging_fails_an_artifact_that_cannot_load_and_warns_of_what_a_host_may_lack() -> None:
+    from localai.lint.audit import ArtifactAudit
+    from localai.package.backend import ArtifactAuditError, check_audit
+
+    address, build = Address("backends/localai/rfdetr", target_name="cpu"), "backends/localai/rfdetr/BUILD"
+    size = "backends/localai-rfdetr/cpu/backend.pex: 766.8 MB of a 600 MB budget (128%)"
+    gpu = "wheel torchvision-0.28.0-cp311-cp311-manylinux_2_28_x86_64.whl: torchvision/_C.so NEEDs libcudart.so.13, ..."
+    host = "wheel numba-0.68.1-....whl: numba/np/ufunc/tbbpool.cpython-311-x86_64-linux-gnu.so NEEDs libtbb.so.12, ..."
+    with pytest.raises(ArtifactAuditError) as e:
+        check_audit(address, ArtifactAudit((), size, True, gpu_links=(gpu,), host_libs=(host,)), build)
+    assert str(e.value) == (
+        "backends/localai/rfdetr:cpu: the built artifact fails the audit (`pants lint`), and nothing was written:\n  " + gpu
+    )
+    assert check_audit(address, ArtifactAudit((), size, True, host_libs=(host,)), build) == (
+        f"backends/localai/rfdetr:cpu: the built artifact fails the audit (`pants lint`):\n  {host}\n  {size}: over budget; "
+        "shrink the requirements, or raise size_budget_mb in backends/localai/rfdetr/BUILD"
+    )
+    assert check_audit(address, ArtifactAudit((), size.replace("766.8", "466.8"), False), build) is None
