@@ -83,18 +83,56 @@ def install_pants(py: str, root: Path, venv: Path) -> None:
         env=isolated_env())
 
 
+def download(url: str, dest: Path) -> None:
+    log(f"downloading {url}")
+    ctx = ssl.create_default_context(cafile=os.environ.get("PANTS_CA_CERTS_PATH"))
+    with urllib.request.urlopen(url, timeout=30, context=ctx) as r, dest.open("wb") as f:
+        shutil.copyfileobj(r, f, 1 << 20)
+
+
+# Zip timestamps of wheels built here (1980-01-01, the earliest a zip can hold): with PEP 517
+# isolation and pinned build tools, the same sdist gives the same bytes on every machine.
+SOURCE_DATE_EPOCH = "315532800"
+
+
+def build_from_sdist(entry: dict[str, str], dest: Path, py: str) -> None:
+    """A wheel no index has (an sdist pex 2.1.137 cannot read), built from the pinned sdist at
+    entry["url"] with the pinned build tools (entry["build_constraints"]); the caller checks the
+    wheel's sha256 against the manifest."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sdist = Path(tmp) / entry["url"].rsplit("/", 1)[-1].split("#", 1)[0]
+        try:
+            download(entry["url"], sdist)
+        except OSError as e:
+            fail(f"cannot fetch {sdist.name} ({e}), the sdist {entry['file']} is built from. Download {entry['url']} "
+                 f"yourself, or put {entry['file']} in a folder and run again with LOCALAI_WHEELHOUSE_DIRS=<folder>.")
+        if sha256_of(sdist) != entry["sdist_sha256"]:
+            fail(f"hash mismatch for {sdist.name} (3rdparty/wheelhouse.toml, the sdist of {entry['file']}): expected "
+                 f"sha256 {entry['sdist_sha256']}, got {sha256_of(sdist)}. Nothing was built.")
+        constraints = Path(tmp) / "build-constraints.txt"
+        constraints.write_text("\n".join(entry["build_constraints"].split()) + "\n")
+        log(f"wheelhouse: building {entry['file']} from {sdist.name}")
+        run([py, "-m", "pip", "wheel", "--quiet", "--use-pep517", "--no-deps", "--no-cache-dir", "-w", tmp, str(sdist)],
+            env=isolated_env(PIP_CONSTRAINT=str(constraints), SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH))
+        built = Path(tmp) / entry["file"]
+        if not built.is_file():
+            fail(f"building {sdist.name} gave {sorted(p.name for p in Path(tmp).glob('*.whl'))}, not {entry['file']}")
+        shutil.move(str(built), dest)
+
+
 def fetch(entry: dict[str, str], dest: Path, py: str) -> None:
-    """Gets one pinned file: from LOCALAI_WHEELHOUSE_DIRS, its official URL, or the user's pip mirror."""
+    """Gets one pinned file: from LOCALAI_WHEELHOUSE_DIRS, its official URL, or the user's pip
+    mirror; a wheel pinned with its sdist (`sdist_sha256`) is built from that sdist instead."""
     name = entry["file"]
     for d in filter(None, os.environ.get("LOCALAI_WHEELHOUSE_DIRS", "").split(":")):
         if (Path(d) / name).is_file():
             shutil.copyfile(Path(d) / name, dest)
             return
+    if "sdist_sha256" in entry:
+        build_from_sdist(entry, dest, py)
+        return
     try:
-        log(f"downloading {entry['url']}")
-        ctx = ssl.create_default_context(cafile=os.environ.get("PANTS_CA_CERTS_PATH"))
-        with urllib.request.urlopen(entry["url"], timeout=30, context=ctx) as r, dest.open("wb") as f:
-            shutil.copyfileobj(r, f, 1 << 20)
+        download(entry["url"], dest)
         return
     except OSError as e:
         log(f"  {e}; trying pip's configured mirrors (find-links, extra indexes) instead")

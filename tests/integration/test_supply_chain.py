@@ -75,3 +75,77 @@ def test_tampered_wheelhouse_file_is_refused_naming_the_file(tmp_path, monkeypat
     (mirror / "demo-1.0-py3-none-any.whl").write_bytes(good)
     bootstrap.fill_wheelhouse(sys.executable, root, cache)
     assert (cache / "wheelhouse/cpu/demo-1.0-py3-none-any.whl").read_bytes() == good
+
+
+def bootstrap_python() -> str:
+    """The CPython 3.9 ./pants runs the bootstrap with (found as ./pants finds it), with pip."""
+    import glob
+    import os
+    import subprocess
+
+    pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    for py in filter(None, [os.environ.get("PANTS_BOOTSTRAP_PYTHON"), *sorted(glob.glob(f"{pyenv}/versions/3.9*/bin/python3.9"))]):
+        if subprocess.run([py, "-m", "pip", "--version"], capture_output=True).returncode == 0:
+            return py
+    raise AssertionError("no CPython 3.9 with pip, which ./pants needs: set PANTS_BOOTSTRAP_PYTHON")
+
+
+def test_a_wheel_built_from_its_pinned_sdist_is_the_same_bytes_twice_and_a_tampered_sdist_is_refused(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """What [sox-1.5.0] of 3rdparty/wheelhouse.toml does, on an sdist made here (file:// URL): the
+    build tools pinned, PEP 517 isolation, so the wheel's sha256 can be pinned in the manifest."""
+    import hashlib
+    import io
+    import tarfile
+    import zipfile
+
+    bootstrap, py = bootstrap_module(), bootstrap_python()
+    monkeypatch.delenv("LOCALAI_WHEELHOUSE_DIRS", raising=False)
+    sdist = tmp_path / "demo_built-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name, text in {
+            "setup.py": "from setuptools import setup\nsetup(name='demo_built', version='1.0', py_modules=['demo_built'])\n",
+            "demo_built.py": "ANSWER = 42\n",
+        }.items():
+            info = tarfile.TarInfo(f"demo_built-1.0/{name}")
+            info.size = len(text)
+            tar.addfile(info, io.BytesIO(text.encode()))
+    root = tmp_path / "repo"
+    (root / "3rdparty").mkdir(parents=True)
+
+    def manifest(wheel_sha: str, sdist_sha: str) -> None:
+        (root / "3rdparty/wheelhouse.toml").write_text(
+            "[demo]\n"
+            'accelerator = "cpu"\n'
+            'file = "demo_built-1.0-py3-none-any.whl"\n'
+            f'sha256 = "{wheel_sha}"\n'
+            f'url = "file://{sdist}"\n'
+            f'sdist_sha256 = "{sdist_sha}"\n'
+            'build_constraints = "setuptools==80.9.0 wheel==0.45.1"\n'
+        )
+
+    sdist_sha = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    # Not yet pinned: the build runs, its sha256 is named, and nothing stays in the wheelhouse.
+    manifest("0" * 64, sdist_sha)
+    with pytest.raises(SystemExit):
+        bootstrap.fill_wheelhouse(py, root, tmp_path / "cache1")
+    err = capsys.readouterr().err
+    built_sha = re.search(r"hash mismatch for demo_built-1.0-py3-none-any.whl .* got ([0-9a-f]{64})", err).group(1)
+    assert list((tmp_path / "cache1/wheelhouse/cpu").iterdir()) == []
+    # Pinned, a second build on an empty cache gives exactly those bytes.
+    manifest(built_sha, sdist_sha)
+    bootstrap.fill_wheelhouse(py, root, tmp_path / "cache2")
+    wheel = tmp_path / "cache2/wheelhouse/cpu/demo_built-1.0-py3-none-any.whl"
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == built_sha
+    with zipfile.ZipFile(wheel) as whl:
+        assert whl.read("demo_built.py") == b"ANSWER = 42\n"
+        assert {i.date_time[:3] for i in whl.infolist()} == {(1980, 1, 1)}
+    # An sdist that is not the pinned one is refused before anything is built.
+    manifest(built_sha, "f" * 64)
+    with pytest.raises(SystemExit):
+        bootstrap.fill_wheelhouse(py, root, tmp_path / "cache3")
+    assert "hash mismatch for demo_built-1.0.tar.gz (3rdparty/wheelhouse.toml, the sdist of demo_built-1.0-py3-none-any.whl)" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "cache3/wheelhouse/cpu/demo_built-1.0-py3-none-any.whl").exists()
