@@ -208,14 +208,32 @@ MANYLINUX_SYSTEM_LIBS = frozenset(
 )
 
 
-def host_library_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> tuple[str, ...]:
+# ELF files their own package imports only as an option, falling back when a library they NEED
+# is missing: numba's tbb and omp threading layers (numba/np/ufunc/parallel.py tries tbb, then omp,
+# then its own workqueue, catching the ImportError). Their host libraries are reported, not failed.
+OPTIONAL_ELF_FILES = {
+    "numba": (("numba/np/ufunc/tbbpool.*", "numba/np/ufunc/omppool.*"), "numba falls back to its workqueue threading layer"),
+}
+
+
+def optional_fallback(f: ElfFile) -> str | None:
+    """Why ``f`` may lack a library (OPTIONAL_ELF_FILES), or None."""
+    globs, why = OPTIONAL_ELF_FILES.get(project_of_wheel(f.dist), ((), None)) if f.dist else ((), None)
+    return why if any(fnmatch.fnmatchcase(f.file, g) for g in globs) else None
+
+
+def host_library_lines(accelerator: Accelerator, files: tuple[ElfFile, ...], optional: bool = False) -> tuple[str, ...]:
     """One line per ELF file that NEEDs a library the artifact does not ship and a manylinux host
     need not have (chatterbox:cpu-arm64's torchaudio 2.6.0 NEEDs libgomp.so.1, which torch's
     aarch64 wheel does not bundle): it loads only where the host happens to have it. GPU
-    runtimes are gpu_link_lines' business; the accelerator's system_libs are the driver's."""
+    runtimes are gpu_link_lines' business; the accelerator's system_libs are the driver's.
+    ``optional``: the lines of OPTIONAL_ELF_FILES instead, which their package can do without."""
     shipped = {f.file.rsplit("/", 1)[-1] for f in files}
     lines = []
     for f in files:
+        fallback = optional_fallback(f)
+        if bool(fallback) != optional:
+            continue
         missing = sorted(
             lib
             for lib in set(f.needed)
@@ -228,9 +246,11 @@ def host_library_lines(accelerator: Accelerator, files: tuple[ElfFile, ...]) -> 
             where = f"wheel {f.dist}" if f.dist else "the backend's own files"
             lines.append(
                 f"{where}: {f.file} NEEDs {', '.join(missing)}, which the artifact does not ship and a manylinux "
-                f"host need not have (it loads only where the host has it); take a build of "
-                f"{project_of_wheel(f.dist) if f.dist else 'it'} that bundles it, add the wheel that ships it, or "
-                f"declare it in the accelerator's system_libs ({MATRIX_PATH}) if every host of the variant has it"
+                f"host need not have (it loads only where the host has it); "
+                + (f"optional: {fallback} without it" if fallback else
+                   f"take a build of {project_of_wheel(f.dist) if f.dist else 'it'} that bundles it, add the wheel that "
+                   f"ships it, or declare it in the accelerator's system_libs ({MATRIX_PATH}) if every host of the "
+                   f"variant has it")
             )
     return tuple(lines)
 
@@ -244,6 +264,7 @@ class ArtifactAudit:
     elf_files: int = 0
     wrong_machine: tuple[str, ...] = ()
     host_libs: tuple[str, ...] = ()
+    optional_host_libs: tuple[str, ...] = ()  # of OPTIONAL_ELF_FILES: reported, not failed
 
 
 def judge_size(pex_path: str, size_bytes: int, budget_mb: int) -> tuple[str, bool]:
@@ -310,6 +331,7 @@ async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
         elf_files=len(scan.files),
         wrong_machine=wrong_machine_lines(artifact.platform, scan.files),
         host_libs=host_library_lines(accel, scan.files),
+        optional_host_libs=host_library_lines(accel, scan.files, optional=True),
     )
 
 
@@ -337,7 +359,7 @@ def artifact_report(target: str, accelerator: str, build_file: str, art: Artifac
         f"{target}: the built artifact holds '{name}', which the {accelerator} accelerator forbids"
         for name in art.forbidden
     ]
-    lines += [f"{target}: {line}" for line in art.gpu_links + art.wrong_machine + art.host_libs]
+    lines += [f"{target}: {line}" for line in art.gpu_links + art.wrong_machine + art.host_libs + art.optional_host_libs]
     if not art.gpu_links:
         lines.append(f"{target}: {art.elf_files} ELF files, none NEEDs a GPU runtime the {accelerator} accelerator does not allow")
     over = f" OVER BUDGET: shrink the requirements, or raise size_budget_mb in {build_file}" if art.over_budget else ""

@@ -15,7 +15,9 @@ from localai.lint.audit import (
     ArtifactAudit,
     AuditRequest,
     BuiltArtifact,
+    ElfFile,
     artifact_report,
+    host_library_lines,
     project_of_wheel,
     version_of_wheel,
     wrong_platform_wheels,
@@ -365,3 +367,24 @@ def test_an_exempt_project_passes_by_name_but_never_with_a_gpu_runtime_inside(tm
         f"backends/demo:cpu: wheel {runtime.name}: nvidia/fake/lib/libcudart.so.12 is a GPU runtime library, in "
         "nvidia-fake-runtime, which the variant's BUILD `exempt`s from the forbidden names"
     ) in "\n".join(lines)
+
+
+def test_numbas_optional_threading_layers_are_reported_not_failed() -> None:
+    numba = "numba-0.68.1-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+    files = (
+        ElfFile(numba, "numba/np/ufunc/tbbpool.cpython-311-x86_64-linux-gnu.so", ("libtbb.so.12", "libc.so.6")),
+        ElfFile(numba, "numba/np/ufunc/omppool.cpython-311-x86_64-linux-gnu.so", ("libgomp.so.1.0.0",)),
+        # The same library NEEDed by a file its package cannot do without still fails.
+        ElfFile(numba, "numba/core/runtime/_nrt_python.cpython-311-x86_64-linux-gnu.so", ("libtbb.so.12",)),
+        ElfFile("other-1.0-py3-none-manylinux_2_28_x86_64.whl", "numba/np/ufunc/tbbpool.so", ("libtbb.so.12",)),
+    )
+    failing = host_library_lines(MATRIX["cpu"], files)
+    assert [line.split(" NEEDs ")[0] for line in failing] == [
+        f"wheel {numba}: numba/core/runtime/_nrt_python.cpython-311-x86_64-linux-gnu.so",
+        "wheel other-1.0-py3-none-manylinux_2_28_x86_64.whl: numba/np/ufunc/tbbpool.so",
+    ]
+    optional = host_library_lines(MATRIX["cpu"], files, optional=True)
+    assert len(optional) == 2 and all(
+        line.endswith("optional: numba falls back to its workqueue threading layer without it") for line in optional
+    )
+    assert "tbbpool" in optional[0] and "libtbb.so.12" in optional[0] and "libgomp.so.1.0.0" in optional[1]
