@@ -26,7 +26,6 @@ from urllib.parse import unquote
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex import PythonExecutable
 from pants.core.goals.lint import LintResult, LintTargetsRequest
-from pants.core.goals.package import BuiltPackage
 from pants.core.util_rules.partitions import PartitionerType
 from pants.engine.fs import (
     CreateDigest,
@@ -36,7 +35,6 @@ from pants.engine.fs import (
     DigestSubset,
     MergeDigests,
     PathGlobs,
-    RemovePrefix,
 )
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
@@ -46,7 +44,7 @@ from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
 from localai.model.accelerators import MATRIX_PATH, Accelerator, canonical_soname, is_gpu_runtime
-from localai.model.artifact import BackendVariantFieldSet, PexTree
+from localai.model.artifact import ARTIFACT, BackendPex, BackendVariantFieldSet, PexTree, VariantPexRequest
 from localai.model.lockfile import Lockfile
 from localai.model.variant import BackendVariant, BackendVariantRequest
 from localai.scripts import script_file
@@ -338,19 +336,17 @@ async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
 @rule(desc="Audit a backend artifact", level=LogLevel.DEBUG)
 async def audit_artifact(field_set: BackendVariantFieldSet) -> ArtifactAudit:
     bv = await Get(BackendVariant, BackendVariantRequest(field_set.address))
-    built = await Get(BuiltPackage, BackendVariantFieldSet, field_set)
-    pex = next(a.relpath.rstrip("/") for a in built.artifacts if a.relpath and a.relpath.rstrip("/").endswith(".pex"))
-    folder, name = pex.rsplit("/", 1)
-    # The PEX at the digest's root, as `pants package` audited it: the same request, answered from cache.
-    alone = await Get(Digest, DigestSubset(built.digest, PathGlobs([f"{pex}/**"])))
-    at_root = await Get(Digest, RemovePrefix(alone, folder))
-    return await Get(ArtifactAudit, BuiltArtifact, built_artifact(bv, at_root, name, shown_as=pex))
+    # The PEX alone, as `pants package` builds and audits it: the same requests, answered once.
+    pex = await Get(BackendPex, VariantPexRequest(field_set.address))
+    return await Get(ArtifactAudit, BuiltArtifact, built_artifact(bv, pex.digest))
 
 
-def built_artifact(bv: BackendVariant, digest: Digest, pex_path: str, shown_as: str) -> BuiltArtifact:
-    """The audit request of ``bv``'s PEX at ``pex_path`` in ``digest``: packaging's and lint's."""
+def built_artifact(bv: BackendVariant, digest: Digest) -> BuiltArtifact:
+    """The audit request of ``bv``'s PEX (backend.pex/ at ``digest``'s root): packaging's and lint's."""
     v = bv.variant
-    return BuiltArtifact(digest, pex_path, v.accelerator, bv.size_budget_mb, v.platform.machine, tuple(bv.exempt), shown_as)
+    return BuiltArtifact(
+        digest, ARTIFACT, v.accelerator, bv.size_budget_mb, v.platform.machine, tuple(bv.exempt), f"{v.folder}/{ARTIFACT}"
+    )
 
 
 def artifact_report(target: str, accelerator: str, build_file: str, art: ArtifactAudit) -> tuple[list[str], bool]:

@@ -5,7 +5,8 @@ import hashlib
 from dataclasses import dataclass
 
 from pants.core.goals.package import PackageFieldSet
-from pants.engine.fs import FileEntry
+from pants.engine.addresses import Address
+from pants.engine.fs import Digest, FileEntry
 
 from localai.target_types import AcceleratorField
 
@@ -19,6 +20,7 @@ class BackendVariantFieldSet(PackageFieldSet):
 
 
 DEPS = ".deps/"
+ARTIFACT = "backend.pex"  # its name in the LocalAI backend folder
 
 
 @dataclass(frozen=True)
@@ -49,3 +51,17 @@ def tree_sha256(files: dict[str, str]) -> str:
     and for `pants localai-verify`, which recomputes it from the folder or the image."""
     listing = "".join(f"{files[path]}  {path}\n" for path in sorted(files))
     return hashlib.sha256(listing.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class BackendPex:
+    digest: Digest  # backend.pex/ at the digest root
+    tree: PexTree
+
+
+@dataclass(frozen=True)
+class VariantPexRequest:
+    """The backend PEX of a variant as `pants package` builds it (package/backend.py), for the
+    audit (`pants lint`), which needs no more of the folder."""
+
+    address: Address

@@ -42,7 +42,7 @@ from pants.version import VERSION as PANTS_VERSION
 from localai.errors import LocalAIError
 from localai.lint.audit import ArtifactAudit, AuditSubsystem, BuiltArtifact, built_artifact
 from localai.model.accelerators import python_version_of
-from localai.model.artifact import BackendVariantFieldSet, PexTree
+from localai.model.artifact import ARTIFACT, BackendPex, BackendVariantFieldSet, PexTree, VariantPexRequest
 from localai.model.records import BUILD_RECORD
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import BackendVariant, BackendVariantRequest, PinPolicyError, Variant
@@ -53,7 +53,7 @@ from localai.package.pex_assembly import SplitPexRequest
 from localai.package.portable_python import DIR as PORTABLE_PYTHON_DIR
 from localai.package.portable_python import PortablePython, PortablePythonRequest
 from localai.package.provenance import PROVENANCE_NAME
-from localai.package.records import ARTIFACT, RUN_SH, folder_records
+from localai.package.records import RUN_SH, folder_records
 from localai.package.sbom import SBOM_NAME
 from localai.package.signing import ENVELOPE_NAME, ProvenanceEnvelope, ProvenanceEnvelopeRequest
 from localai.package.source_checkout import SourceCheckout, SourceCheckoutRequest
@@ -115,12 +115,6 @@ class BackendPexRequest:
     requirements: tuple[str, ...]
     sources: BackendSources
     interpreter_constraints: InterpreterConstraints
-
-
-@dataclass(frozen=True)
-class BackendPex:
-    digest: Digest  # backend.pex/ at the digest root
-    tree: PexTree
 
 
 class CompletePlatformMissingError(LocalAIError):
@@ -219,30 +213,41 @@ def check_audit(address, audit: ArtifactAudit, build_file: str) -> str | None:
     return f"{address}: the built artifact fails the audit (`pants lint`):" + "".join(f"\n  {w}" for w in warnings)
 
 
+@rule(desc="Build a backend variant's PEX", level=LogLevel.DEBUG)
+async def variant_pex(request: VariantPexRequest) -> BackendPex:
+    backend_variant = await Get(BackendVariant, BackendVariantRequest(request.address))
+    variant = backend_variant.variant
+    backend_variant.packageable_lock()
+    layered = await Get(LayeredRequirements, RequirementsOfVariant(request.address, variant))
+    check_extra_indexes(variant, layered)
+    requirements = runtime_requirements(variant, layered, backend_variant.layout)
+    ics = InterpreterConstraints([variant.accelerator.python])
+    sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
+    return await Get(BackendPex, BackendPexRequest(variant, requirements, sources, ics))
+
+
 @rule(desc="Package a LocalAI backend variant", level=LogLevel.INFO)
 async def package_backend_variant(
     field_set: BackendVariantFieldSet, pex_cli: PexCli, platform: Platform, audit: AuditSubsystem
 ) -> BuiltPackage:
     backend_variant = await Get(BackendVariant, BackendVariantRequest(field_set.address))
     variant, lockfile, version = backend_variant.variant, backend_variant.packageable_lock(), backend_variant.version
+    pex = await Get(BackendPex, VariantPexRequest(field_set.address))
+    if variant.accelerator.name in audit.package_accelerators:  # the variants `pants lint` audits built
+        audited = await Get(ArtifactAudit, BuiltArtifact, built_artifact(backend_variant, pex.digest))
+        warning = check_audit(field_set.address, audited, f"{field_set.address.spec_path}/BUILD")
+        if warning:
+            logger.warning(warning)
+    # What the PEX was built from (memoized: the same requests variant_pex made), for the records.
     layered = await Get(LayeredRequirements, RequirementsOfVariant(field_set.address, variant))
-    check_extra_indexes(variant, layered)
-    requirements = runtime_requirements(variant, layered, backend_variant.layout)
     ics = InterpreterConstraints([variant.accelerator.python])
+    sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
     # The pinned portable CPython is an x86_64 build: a cross-built folder runs on the host's python3.11.
     portable = (
         PortablePython(EMPTY_DIGEST)
         if variant.platform.cross
         else await Get(PortablePython, PortablePythonRequest(python_version_of(variant.accelerator.python)))
     )
-    sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
-    pex = await Get(BackendPex, BackendPexRequest(variant, requirements, sources, ics))
-    if variant.accelerator.name in audit.package_accelerators:  # the variants `pants lint` audits built
-        shown = f"{variant.folder}/{ARTIFACT}"
-        audited = await Get(ArtifactAudit, BuiltArtifact, built_artifact(backend_variant, pex.digest, ARTIFACT, shown))
-        warning = check_audit(field_set.address, audited, f"{field_set.address.spec_path}/BUILD")
-        if warning:
-            logger.warning(warning)
     wheelhouse = await Get(WheelhouseUrls, WheelhouseUrlsRequest())
     checkout = await Get(SourceCheckout, SourceCheckoutRequest())
     records = folder_records(

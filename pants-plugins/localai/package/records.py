@@ -11,7 +11,7 @@ from typing import Mapping
 
 from pants.engine.fs import FileContent
 
-from localai.model.artifact import PexTree
+from localai.model.artifact import ARTIFACT, PexTree
 from localai.model.lockfile import Lockfile
 from localai.model.records import BUILD_RECORD, canonical_json
 from localai.model.variant import Variant
@@ -19,7 +19,6 @@ from localai.package.portable_python import PortablePython
 from localai.package.provenance import PROVENANCE_NAME, provenance_statement
 from localai.package.sbom import SBOM_NAME, cyclonedx_sbom
 
-ARTIFACT = "backend.pex"
 RUN_SH = "run.sh"
 
 

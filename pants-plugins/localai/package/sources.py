@@ -54,6 +54,7 @@ from pants.engine.target import (
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
+from localai.model.artifact import ARTIFACT
 from localai.model.lockfile import LockfileRequest, MaybeLockfile
 from localai.model.records import BUILD_RECORD
 from localai.model.variant import Variant, lockfile_path
@@ -62,7 +63,6 @@ from localai.native.model_conversion import ConvertedModelFieldSet
 from localai.native.options import NativeSubsystem, kept_engines, wrong_platform_engines
 from localai.native.rules import NATIVE_TOOLCHAIN_LOCK, NativeEngineFieldSet
 from localai.package.proto import STUBS_RESOLVE, CompiledProto, VariantStubsRequest
-from localai.package.records import ARTIFACT
 from localai.package.sbom import engine_components
 from localai.scripts import script_file
 from localai.target_types import LOCALAI_LAYOUT, LocalAISourcesField, ProtoSourcesField
