@@ -217,7 +217,7 @@ def check_audit(address, audit: ArtifactAudit, build_file: str) -> str | None:
 async def variant_pex(request: VariantPexRequest) -> BackendPex:
     backend_variant = await Get(BackendVariant, BackendVariantRequest(request.address))
     variant = backend_variant.variant
-    backend_variant.packageable_lock()
+    backend_variant.packageable_lock()  # refuses, before anything is built, a lock the audit refuses
     layered = await Get(LayeredRequirements, RequirementsOfVariant(request.address, variant))
     check_extra_indexes(variant, layered)
     requirements = runtime_requirements(variant, layered, backend_variant.layout)
