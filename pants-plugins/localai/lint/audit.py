@@ -320,9 +320,7 @@ async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
     scans = await MultiGet(Get(ElfScan, ElfScanRequest(d, (artifact.pex_path,), accel.python)) for d in (wheels, own))
     scan = ElfScan(scans[0].files + scans[1].files)
     return ArtifactAudit(
-        forbidden=tuple(
-            p for p in accel.forbidden_in((project_of_wheel(d), version_of_wheel(d)) for d in dists) if p not in artifact.exempt
-        ),
+        forbidden=accel.forbidden_in(((project_of_wheel(d), version_of_wheel(d)) for d in dists), artifact.exempt),
         size_line=size_line,
         over_budget=over_budget,
         gpu_links=gpu_link_lines(accel, scan.files) + exempt_runtime_lines(artifact.exempt, scan.files),

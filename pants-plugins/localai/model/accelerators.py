@@ -111,14 +111,15 @@ class Accelerator:
     allowed_gpu_libs: tuple[str, ...] = ()
     system_libs: tuple[str, ...] = ()
 
-    def forbidden_in(self, projects: Iterable[str | tuple[str, str]]) -> tuple[str, ...]:
+    def forbidden_in(self, projects: Iterable[str | tuple[str, str]], exempt: Iterable[str] = ()) -> tuple[str, ...]:
         """The names among ``projects`` (names, or (name, version) pairs) this accelerator forbids:
         names matching a ``forbidden`` glob (whose version bound, if any, the version meets) and
-        no "!glob" exemption."""
+        no "!glob" exemption, nor in ``exempt`` (a variant's reviewed exemptions, BUILD `exempt`)."""
+        spared = set(exempt)
         bad = set()
         for project in set(projects):
             name, version = (project, None) if isinstance(project, str) else project
-            if forbidden_by(name.lower(), version, self.forbidden):
+            if name not in spared and forbidden_by(name.lower(), version, self.forbidden):
                 bad.add(name)
         return tuple(sorted(bad))
 

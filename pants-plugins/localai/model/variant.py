@@ -297,9 +297,7 @@ class BackendVariant:
         """The lockfile's packages the accelerator forbids: what the audit (`pants lint`) fails
         the lockfile for, and what `pants package` refuses to build (one check, both goals); its
         exempt projects are not among them."""
-        if not self.lockfile:
-            return ()
-        return tuple(p for p in self.variant.accelerator.forbidden_in(self.lockfile.versions()) if p not in self.exempt)
+        return self.variant.accelerator.forbidden_in(self.lockfile.versions(), self.exempt) if self.lockfile else ()
 
     def unsatisfied_locked(self) -> tuple[str, ...]:
         """The requirements the lockfile breaks on the variant's platform: what the audit fails it
