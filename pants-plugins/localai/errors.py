@@ -2,7 +2,7 @@
 
 Pants prints an exception raised in a rule or goal as its message, so a `LocalAIError` reads
 "<target or file>: <cause> <fix>" wherever it surfaces. Scripts that run as standalone processes
-in the sandbox (oci/push.py, lint/elf_scan.py, package/portable_python_unpack.py,
+in the sandbox (oci/push.py, package/scripts/elf_scan.py, package/portable_python_unpack.py,
 native/cmake_driver.py) import only the standard library and keep their own exit messages.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ from localai.errors import LocalAIError
 
 # Run as standalone processes in the sandbox (see errors.py): the standard library only, or with
 # their own tool PEX (dsse_tool: cryptography from the `signing` resolve).
-STANDALONE = {"localai.oci.push", "localai.lint.elf_scan", "localai.package.portable_python_unpack", "localai.native.cmake_driver",
+STANDALONE = {"localai.oci.push", "localai.package.scripts.elf_scan", "localai.package.portable_python_unpack", "localai.native.cmake_driver",
               "localai.package.dsse_tool"}
 
 

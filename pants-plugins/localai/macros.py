@@ -17,7 +17,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
     not_lockable_here:  {variant: reason} for variants whose lockfile must be made elsewhere
     tags:               tags of every variant (e.g. ["by-hand"]: left out of `::`, see pants.toml)
     arm64:              accelerators that also get a linux/arm64 variant, cross-built here:
-                        `:<accel>-arm64` (platform linux_aarch64, model/platforms.py), reading
+                        `:<accel>-arm64` (platform linux_aarch64, platforms.py), reading
                         requirements-<accel>-arm64.txt over the accelerator's files, and
                         `:<accel>-index`, the OCI image index of both platforms' images
     arm64_tags:         tags of the arm64 variants and their index instead of `tags` (e.g.
@@ -71,7 +71,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
         )
     arm64_tags = tags if arm64_tags is None else arm64_tags
     for accel in arm64:
-        name = f"{accel}-arm64"  # the suffix of linux_aarch64 in model/platforms.py
+        name = f"{accel}-arm64"  # the suffix of linux_aarch64 in platforms.py
         localai_requirements(name=f"requirements-{name}", accelerator=accel, platform="linux_aarch64")
         localai_backend_variant(
             name=name,

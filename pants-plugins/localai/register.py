@@ -1,24 +1,37 @@
 """The localai Pants plugin: LocalAI backends as build targets, one variant per accelerator.
 
-Rooms: model/ (what a variant is), package/ (the backend PEX, folder and records), oci/ (the
-image and its push), upstream/ (LocalAI's own folders), goals/ (generated outputs), lint/
-(audit and staleness checks), native/ (C++ engines, registered as `localai.native`).
+Rooms (README.md): model/ (what a variant is, LocalAI's folder layout), native/ (C++ engines),
+oci/ (the image and its push), package/ (the backend PEX, folder, records and audit), lint/
+(lint checks), goals/ (every goal).
 """
+from pants.build_graph.build_file_aliases import BuildFileAliases
+
 from localai import target_types as localai_target_types
-from localai.goals import bundle, ci_matrix, claims, export, gallery, lock, platform_lockfiles, prelock, prelock_inputs, resolves, status, verify
+from localai.goals import bundle, ci_matrix, claims, export, gallery, import_report, localai_import, lock, platform_lockfiles, prelock, prelock_inputs, proto_diff, resolves, status, verify
 from localai.lint import audit, zizmor
-from localai.model import accelerators, lockfile, requirements, variant, wheelhouse
+from localai.native import cpu_levels, model_conversion
+from localai.native import rules as native_rules
+from localai.native import target_types as native_target_types
+from localai.model import accelerators, git_pins, localai_layout, lockfile, requirements, variant, wheelhouse
 from localai.oci import image, index, publish
+from localai.package import audit as package_audit
 from localai.package import backend, cross_downloads, pex_assembly, portable_python, proto, signing, source_checkout, sources
-from localai.upstream import git_pins, importer, layout, proto_diff, report
+
+
+def build_file_aliases():
+    # The CPU level names for BUILD files and the prelude (the localai_engine macro's default).
+    return BuildFileAliases(objects={"LOCALAI_CPU_LEVELS": cpu_levels.CPU_LEVELS})
 
 
 def target_types():
-    return (*localai_target_types.target_types(), index.LocalAIImageIndexTarget, status.StatusDocTarget, *resolves.target_types(), *export.target_types())
+    return (*localai_target_types.target_types(), *native_target_types.target_types(), *model_conversion.target_types(), index.LocalAIImageIndexTarget, status.StatusDocTarget, *resolves.target_types(), *export.target_types())
 
 
 def rules():
     return (
+        *native_rules.rules(),
+        *cpu_levels.rules(),
+        *model_conversion.rules(),
         *accelerators.rules(),
         *lockfile.rules(),
         *wheelhouse.rules(),
@@ -31,6 +44,7 @@ def rules():
         *image.rules(),
         *index.rules(),
         *publish.rules(),
+        *package_audit.rules(),
         *audit.rules(),
         *zizmor.rules(),
         *claims.rules(),
@@ -40,11 +54,11 @@ def rules():
         *ci_matrix.rules(),
         *export.rules(),
         *proto_diff.rules(),
-        *layout.rules(),
+        *localai_layout.rules(),
         *git_pins.rules(),
         *sources.rules(),
-        *importer.rules(),
-        *report.rules(),
+        *localai_import.rules(),
+        *import_report.rules(),
         *resolves.rules(),
         *prelock_inputs.rules(),
         *prelock.rules(),

@@ -25,7 +25,7 @@ from pants.engine.target import (
 )
 from pants.util.strutil import help_text
 
-from localai.model.platforms import BUILD_PLATFORM, PLATFORMS
+from localai.platforms import BUILD_PLATFORM, PLATFORMS
 
 
 class AcceleratorField(StringField):
@@ -41,7 +41,7 @@ class PlatformField(StringField):
     help = help_text(
         """
         The platform the variant runs on (pip's platform tag). Any other than the build
-        machine's is cross-built for a pex complete platform (model/platforms.py); its name,
+        machine's is cross-built for a pex complete platform (platforms.py); its name,
         resolve and lockfile carry the platform's suffix (`cpu-arm64`).
         """
     )

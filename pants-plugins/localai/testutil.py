@@ -28,15 +28,13 @@ def make_rule_runner(*query_rules, extra_target_types=()) -> RuleRunner:
     from pants.core import register as core
 
     from localai import register
-    from localai.native import register as native
 
     runner = LocalAIRuleRunner(
-        rules=[*core.rules(), *python_backend.rules(), *register.rules(), *native.rules(), *query_rules],
+        rules=[*core.rules(), *python_backend.rules(), *register.rules(), *query_rules],
         target_types=[
             *core.target_types(),
             *python_backend.target_types(),
             *register.target_types(),
-            *native.target_types(),
             *extra_target_types,
         ],
     )

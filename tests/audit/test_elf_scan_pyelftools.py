@@ -13,7 +13,7 @@ from elftools.elf.elffile import ELFFile
 
 
 def load_scanner():
-    path = Path("pants-plugins/localai/lint/elf_scan.py")
+    path = Path("pants-plugins/localai/package/scripts/elf_scan.py")
     spec = importlib.util.spec_from_file_location("elf_scan", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -3,7 +3,7 @@
 Pants 2.17's `generate-lockfiles` locks every resolve for the build machine (a universal lock
 for Linux and macOS, resolved with an interpreter here). A variant for another platform needs a
 lock for that platform only: pex's own `lock create --style=strict` for the platform's complete
-platform (model/platforms.py), with the resolve's pip options (index isolation, as every
+platform (platforms.py), with the resolve's pip options (index isolation, as every
 resolve), written with the header Pants writes, so Pants consumes it like any other (`pants
 package` subsets it with `--lock` for the same complete platform). The audit (`pants lint`)
 fails such a lockfile when it holds a wheel for another machine, which is what

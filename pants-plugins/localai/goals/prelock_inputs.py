@@ -20,7 +20,7 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.model.prelock import inputs_digest
 
-# uv's --python-platform for the build machine's platform (model/platforms.py BUILD_PLATFORM):
+# uv's --python-platform for the build machine's platform (platforms.py BUILD_PLATFORM):
 # manylinux_2_28, the tag of the wheelhouse's torch, so no pin needs a newer glibc than it does.
 UV_PLATFORM = "x86_64-manylinux_2_28"
 

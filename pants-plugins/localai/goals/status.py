@@ -31,7 +31,7 @@ from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 
 from localai.goals.claims import TestCatalog, render_catalog
-from localai.lint.audit import AuditSubsystem
+from localai.package.audit import AuditSubsystem
 from localai.lint.stale import generated_file_result
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
@@ -147,7 +147,7 @@ def render(rows: list[StatusRow]) -> str:
 
 @dataclass(frozen=True)
 class PinPolicySection:
-    """The docs/status.md section listing, per imported LocalAI variant (upstream/), the pins the policy replaced."""
+    """The docs/status.md section listing, per imported LocalAI variant, the pins the policy replaced."""
 
     markdown: str
 

@@ -11,21 +11,12 @@ from pants.core.goals.lint import LintResult
 from pants.engine.addresses import Address
 from pants.testutil.rule_runner import QueryRule
 
-from localai.lint.audit import (
-    ArtifactAudit,
-    AuditRequest,
-    BuiltArtifact,
-    ElfFile,
-    artifact_report,
-    host_library_lines,
-    project_of_wheel,
-    version_of_wheel,
-    wrong_platform_wheels,
-)
-from localai.lint.elf_scan import NotAnElf, machine_of, needed_libraries, scan_archive
+from localai.lint.audit import AuditRequest, artifact_report, wrong_platform_wheels
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.artifact import BackendVariantFieldSet
 from localai.model.lockfile import Lockfile
+from localai.package.audit import ArtifactAudit, BuiltArtifact, ElfFile, host_library_lines, project_of_wheel, version_of_wheel
+from localai.package.scripts.elf_scan import NotAnElf, machine_of, needed_libraries, scan_archive
 from localai.testutil import backend_files, fake_lockfile, make_rule_runner, pex_cli_options, repo_file, resolve_options
 
 

@@ -15,7 +15,7 @@ from localai.errors import LocalAIError
 
 MATRIX_PATH = "3rdparty/accelerators.toml"
 # Top-level tables of the matrix file that are not accelerators (read by their own modules).
-NOT_ACCELERATORS = ("localai",)  # upstream/layout.py: LocalAI's profiles and the pin policy
+NOT_ACCELERATORS = ("localai",)  # model/localai_layout.py: LocalAI's profiles and the pin policy
 _REQUIRED = ("index", "pip_options", "capabilities", "platforms", "forbidden", "python", "size_budget_mb")
 
 

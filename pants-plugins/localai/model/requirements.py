@@ -42,7 +42,7 @@ class RequirementsFileError(LocalAIError):
 
 @dataclass(frozen=True)
 class LocalAIRequirementsRequest:
-    """Answered by upstream/layout.py: a variant's requirements read LocalAI's way."""
+    """Answered by model/localai_layout.py: a variant's requirements read LocalAI's way."""
 
     directory: str
     accelerator: str
@@ -54,7 +54,7 @@ class LayeredRequirementsRequest:
     directory: str
     accelerator: str
     owner: str  # the target asking, for error messages
-    layout: str = "backend"  # "localai": LocalAI's own folder (upstream/layout.py)
+    layout: str = "backend"  # "localai": LocalAI's own folder (model/localai_layout.py)
     platform_suffix: str = ""  # a cross-built platform's: its overlay requirements-<accel><suffix>.txt
 
 

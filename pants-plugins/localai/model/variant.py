@@ -30,7 +30,7 @@ from localai.errors import LocalAIError
 from localai.model.accelerators import Accelerator, AcceleratorMatrix, python_version_of
 from localai.model.lock_consistency import unsatisfied
 from localai.model.lockfile import Lockfile, LockfileRequest, MaybeLockfile
-from localai.model.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform, platform_named
+from localai.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform, platform_named
 from localai.target_types import (
     AcceleratorField,
     ExemptField,

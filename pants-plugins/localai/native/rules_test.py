@@ -14,7 +14,10 @@ from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from localai.native import register
+from localai import register
+from localai.native import cpu_levels, model_conversion
+from localai.native import rules as native_rules
+from localai.native import target_types as native_target_types
 from localai.native.cpu_levels import _BUILD_ROOT, TABLE_PATH, CpuLevelTable, CpuLevelTableError, level_platforms
 from localai.native.rules import GgmlBuild, NativeBuildError, NativeEngineFieldSet, engine_record_json
 from localai.native.target_types import (
@@ -39,8 +42,9 @@ native_engine(
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return RuleRunner(rules=[*register.rules(), QueryRule(CpuLevelTable, [])],
-                      target_types=[*register.target_types(), FileTarget],
+    # The native rules alone: they need nothing of the rest of the plugin.
+    return RuleRunner(rules=[*native_rules.rules(), *cpu_levels.rules(), *model_conversion.rules(), QueryRule(CpuLevelTable, [])],
+                      target_types=[*native_target_types.target_types(), *model_conversion.target_types(), FileTarget],
                       aliases=[register.build_file_aliases()])
 
 

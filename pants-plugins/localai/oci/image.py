@@ -65,7 +65,7 @@ class BackendImageRequest:
     annotations: tuple[tuple[str, str], ...]
     interpreter_constraints: InterpreterConstraints
     own_layer_dirs: tuple[str, ...] = ()  # folders that get one layer each (python/: shared by every image)
-    architecture: str = "amd64"  # the config's (model/platforms.py oci_architecture)
+    architecture: str = "amd64"  # the config's (platforms.py oci_architecture)
 
 
 @dataclass(frozen=True)

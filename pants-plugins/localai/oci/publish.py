@@ -16,7 +16,7 @@ from pants.engine.fs import CreateDigest, Digest, MergeDigests
 from pants.engine.process import InteractiveProcess
 from pants.engine.rules import Get, collect_rules, rule
 
-from localai.model.platforms import PLATFORMS
+from localai.platforms import PLATFORMS
 from localai.model.variant import backend_name, entry_name, variant_name
 from localai.oci.image import LAYOUT_DIR, image_dir
 from localai.oci.index import INDEX_SUFFIX, ImageIndexPaths, ImageIndexVariantsField

@@ -40,7 +40,7 @@ from pants.util.logging import LogLevel
 from pants.version import VERSION as PANTS_VERSION
 
 from localai.errors import LocalAIError
-from localai.lint.audit import ArtifactAudit, AuditSubsystem, BuiltArtifact, built_artifact
+from localai.package.audit import ArtifactAudit, AuditSubsystem, BuiltArtifact, built_artifact
 from localai.model.accelerators import python_version_of
 from localai.model.artifact import ARTIFACT, BackendPex, BackendVariantFieldSet, PexTree, VariantPexRequest
 from localai.model.records import BUILD_RECORD

@@ -168,7 +168,7 @@ def test_packaging_refuses_extra_indexes_the_requirement_files_do_not_name() -> 
 
 
 def test_packaging_fails_an_artifact_that_cannot_load_and_warns_of_what_a_host_may_lack() -> None:
-    from localai.lint.audit import ArtifactAudit
+    from localai.package.audit import ArtifactAudit
     from localai.package.backend import ArtifactAuditError, check_audit
 
     address, build = Address("backends/localai/rfdetr", target_name="cpu"), "backends/localai/rfdetr/BUILD"

@@ -29,14 +29,12 @@ def _runner(*options: str) -> RuleRunner:
     from pants.core import register as core
 
     from localai import register
-    from localai.native import register as native
 
     rule_runner = RuleRunner(
         rules=[
             *core.rules(),
             *python_backend.rules(),
             *register.rules(),
-            *native.rules(),
             QueryRule(PortablePython, [PortablePythonRequest]),
             QueryRule(DigestContents, [type(EMPTY_DIGEST)]),
         ],

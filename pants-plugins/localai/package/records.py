@@ -46,7 +46,7 @@ def backend_record_json(
             "artifact_size": pex_tree.size,
             "sbom": SBOM_NAME,
             "provenance": PROVENANCE_NAME,
-            # Imported LocalAI folders: pins the accelerator's policy replaced (upstream/layout.py).
+            # Imported LocalAI folders: pins the accelerator's policy replaced (model/localai_layout.py).
             **({"pin_policy": list(pin_policy)} if pin_policy else {}),
             # The folder's own indexes, seen by this variant's resolve alone (its pip options file).
             **({"extra_indexes": list(variant.extra_indexes), "pip_options": variant.pip_options} if variant.extra_indexes else {}),

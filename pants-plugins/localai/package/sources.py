@@ -66,7 +66,7 @@ from localai.package.proto import STUBS_RESOLVE, CompiledProto, VariantStubsRequ
 from localai.package.sbom import engine_components
 from localai.scripts import script_file
 from localai.target_types import LOCALAI_LAYOUT, LocalAISourcesField, ProtoSourcesField
-from localai.upstream.layout import COMMON_DIR
+from localai.model.localai_layout import COMMON_DIR
 
 BACKEND_PACKAGE = "localai_backend"  # the backend's own files, whatever its folder is called
 ENTRY_POINTS = {

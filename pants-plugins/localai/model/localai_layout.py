@@ -21,7 +21,7 @@
   fragment wins); each reading is recorded as one sentence. A name that the built metadata
   contradicts fails the lock (pip checks it), so a wrong guess is never silently locked.
   A git URL (bare or `name @ git+...`) is read naming the commit its ref resolved to
-  (upstream/git_pins.py); pex locks it with the sha256 of that commit's tree, and a wheel or
+  (model/git_pins.py); pex locks it with the sha256 of that commit's tree, and a wheel or
   sdist URL with the sha256 of the file. A git URL with no pinned commit leaves the variant not
   lockable, naming the URL.
 - What install.sh adds ([localai.overrides.<folder>] in 3rdparty/accelerators.toml, reviewed
@@ -63,7 +63,7 @@ from localai.model.requirements import (
     layer_with_origin,
     normalized_name,
 )
-from localai.upstream.git_pins import GIT_PINS_PATH, NO_PINS, GitPins, GitUrl, is_git_url
+from localai.model.git_pins import GIT_PINS_PATH, NO_PINS, GitPins, GitUrl, is_git_url
 
 REQUIREMENT_FILE = re.compile(r"^requirements(?:-(?P<suffix>.+))?\.txt$")
 BACKEND_FILE = "backend.py"

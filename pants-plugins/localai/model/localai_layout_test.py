@@ -9,8 +9,8 @@ from localai.errors import LocalAIError
 from localai.model.accelerators import AcceleratorMatrix, AcceleratorMatrixError
 from localai.model.requirements import layer_with_origin
 from localai.testutil import make_rule_runner, repo_file
-from localai.upstream.git_pins import GitPins, GitPinsError, commit_of
-from localai.upstream.layout import (
+from localai.model.git_pins import GitPins, GitPinsError, commit_of
+from localai.model.localai_layout import (
     LocalAIConventions,
     LocalAILayoutError,
     direct_references,

@@ -21,7 +21,7 @@ class UnknownPlatformError(LocalAIError):
 @dataclass(frozen=True)
 class TargetPlatform:
     name: str  # pip's platform tag, as 3rdparty/accelerators.toml `platforms` lists it
-    machine: str  # platform.machine(), the ELF e_machine the audit expects (lint/elf_scan.MACHINES)
+    machine: str  # platform.machine(), the ELF e_machine the audit expects (package/scripts/elf_scan.MACHINES)
     oci_architecture: str  # the OCI image config's / image index's architecture
     suffix: str  # of the variant name: "" on the build machine's platform
     complete_platform: str | None  # the pex complete platform a cross build resolves for
@@ -44,7 +44,7 @@ PLATFORMS = {
 def platform_named(name: str, *, context: str) -> TargetPlatform:
     if name not in PLATFORMS:
         raise UnknownPlatformError(
-            f"{context}: unknown platform '{name}'. Known platforms (pants-plugins/localai/model/platforms.py): "
+            f"{context}: unknown platform '{name}'. Known platforms (pants-plugins/localai/platforms.py): "
             f"{', '.join(sorted(PLATFORMS))}."
         )
     return PLATFORMS[name]

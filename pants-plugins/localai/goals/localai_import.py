@@ -19,7 +19,7 @@ anything was skipped, unless `--allow-skipped` is given (a skipped folder's old 
 pants.toml entries are left as they were: nothing is written for it).
 
 Git requirements are pinned here, once: each git URL of the tree with no commit in
-3rdparty/localai-git-pins.toml is resolved with `git ls-remote` and recorded (upstream/git_pins.py);
+3rdparty/localai-git-pins.toml is resolved with `git ls-remote` and recorded (model/git_pins.py);
 a URL git cannot resolve leaves its variants not lockable, naming it. Existing pins are kept,
 so a re-run asks git nothing and rewrites the same bytes.
 
@@ -47,8 +47,8 @@ from localai.goals.resolves import PANTS_TOML, DeclaredResolves, ResolveEntry, o
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.lockfile import LockfileRequest, MaybeLockfile
 from localai.model.variant import backend_name, lockfile_path, pip_options_path, resolve_name
-from localai.upstream import report
-from localai.upstream.git_pins import (
+from localai.goals import import_report
+from localai.model.git_pins import (
     GIT_PINS_PATH,
     NO_PINS,
     GitPins,
@@ -56,7 +56,7 @@ from localai.upstream.git_pins import (
     GitUrl,
     ResolvedGitRefs,
 )
-from localai.upstream.layout import (
+from localai.model.localai_layout import (
     BACKEND_FILE,
     COMMON_DIR,
     REQUIREMENT_FILE,
@@ -285,7 +285,7 @@ class LocalAIImportSubsystem(GoalSubsystem):
         help=(
             "Write nothing; print per folder and LocalAI profile whether LocalAI's own files, resolved "
             "LocalAI's way (PyPI first, their extra indexes), pull nvidia/cuda/triton packages and how "
-            "many MB, next to our locked variant (report.py). Needs network."
+            "many MB, next to our locked variant (import_report.py). Needs network."
         ),
     )
     report_profiles = StrListOption(
@@ -316,13 +316,13 @@ async def upstream_report(
                 continue
             cases.append((directory, files, profile, lockfile_path(resolve_name(backend_name(directory), profile.accelerator or ""))))
     # The resolves wait on the network more than on the CPU: run as many as Pants allows at once.
-    resolutions = await MultiGet(Get(report.Resolution, report.ResolutionRequest(d, FrozenDict(f), p)) for d, f, p, _ in cases)
+    resolutions = await MultiGet(Get(import_report.Resolution, import_report.ResolutionRequest(d, FrozenDict(f), p)) for d, f, p, _ in cases)
     lockfiles = await MultiGet(Get(MaybeLockfile, LockfileRequest(path)) for *_, path in cases)
     lines = [
-        report.report_line(directory, profile, resolution, report.ours_line(path, maybe.lockfile, profile))
+        import_report.report_line(directory, profile, resolution, import_report.ours_line(path, maybe.lockfile, profile))
         for (directory, _, profile, path), resolution, maybe in zip(cases, resolutions, lockfiles)
     ]
-    return [*lines, report.totals_line(resolutions)]
+    return [*lines, import_report.totals_line(resolutions)]
 
 
 async def pin_git_refs(console: Console, folders: dict[str, dict[str, str]], pins: GitPins) -> GitPins:

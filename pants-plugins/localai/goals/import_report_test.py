@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from localai.model.lockfile import Lockfile
 from localai.testutil import fake_lockfile
-from localai.upstream.layout import Profile
-from localai.upstream.report import Resolution, ours_line, report_line, totals_line
+from localai.model.localai_layout import Profile
+from localai.goals.import_report import Resolution, ours_line, report_line, totals_line
 
 CPU = Profile("cpu", "", "cpu")
 VULKAN = Profile("vulkan", "vulkan", None)

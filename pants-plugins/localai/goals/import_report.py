@@ -22,7 +22,7 @@ from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from localai.model.lockfile import Lockfile
-from localai.upstream.layout import Profile, index_lines, install_order
+from localai.model.localai_layout import Profile, index_lines, install_order
 
 PYPI = "https://pypi.org/simple"
 CUDA_PATTERNS = ("nvidia-*", "cuda-*", "triton")
