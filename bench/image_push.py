@@ -4,7 +4,7 @@
 
 Starts Debian's docker-registry (tests/tools/install-debian-tools.sh installs it), pushes
 dist/images/<first>/layout then dist/images/<second>/layout with the same client `pants
-publish` runs (pants-plugins/localai/oci/push.py), and prints the bytes each push uploaded and
+publish` runs (pants-plugins/localai/oci/scripts/push.py), and prints the bytes each push uploaded and
 skipped: with the packed PEX each wheel of 1 MiB or more is a layer of its own, so the second
 push skips every wheel (torch first) the first image already brought.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.integration.registry import RegistryServer  # noqa: E402 (after the sys.path setup above)
 
-PUSH = Path("pants-plugins/localai/oci/push.py")
+PUSH = Path("pants-plugins/localai/oci/scripts/push.py")
 
 
 def push(layout: Path, host: str) -> dict:

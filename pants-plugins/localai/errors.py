@@ -2,8 +2,9 @@
 
 Pants prints an exception raised in a rule or goal as its message, so a `LocalAIError` reads
 "<target or file>: <cause> <fix>" wherever it surfaces. Scripts that run as standalone processes
-in the sandbox (oci/push.py, package/scripts/elf_scan.py, package/portable_python_unpack.py,
-native/cmake_driver.py) import only the standard library and keep their own exit messages.
+in the sandbox (the scripts/ folders: oci/scripts/push.py, package/scripts/elf_scan.py,
+package/scripts/portable_python_unpack.py, native/scripts/cmake_driver.py) import only the
+standard library and keep their own exit messages.
 """
 from __future__ import annotations
 

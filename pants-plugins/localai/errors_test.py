@@ -10,8 +10,8 @@ from localai.errors import LocalAIError
 
 # Run as standalone processes in the sandbox (see errors.py): the standard library only, or with
 # their own tool PEX (dsse_tool: cryptography from the `signing` resolve).
-STANDALONE = {"localai.oci.push", "localai.package.scripts.elf_scan", "localai.package.portable_python_unpack", "localai.native.cmake_driver",
-              "localai.package.dsse_tool"}
+STANDALONE = {"localai.oci.scripts.push", "localai.package.scripts.elf_scan", "localai.package.scripts.portable_python_unpack",
+              "localai.native.scripts.cmake_driver", "localai.package.scripts.dsse_tool"}
 
 
 def test_message_names_where_cause_and_fix() -> None:

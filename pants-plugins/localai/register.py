@@ -7,12 +7,28 @@ oci/ (the image and its push), package/ (the backend PEX, folder, records and au
 from pants.build_graph.build_file_aliases import BuildFileAliases
 
 from localai import target_types as localai_target_types
-from localai.goals import bundle, ci_matrix, claims, export, gallery, import_report, localai_import, lock, platform_lockfiles, prelock, prelock_inputs, proto_diff, resolves, status, verify
+from localai.goals import (
+    bundle,
+    ci_matrix,
+    claims,
+    export,
+    gallery,
+    import_report,
+    localai_import,
+    lock,
+    platform_lockfiles,
+    prelock,
+    prelock_inputs,
+    proto_diff,
+    resolves,
+    status,
+    verify,
+)
 from localai.lint import audit, zizmor
+from localai.model import accelerators, git_pins, localai_layout, lockfile, requirements, variant, wheelhouse
 from localai.native import cpu_levels, model_conversion
 from localai.native import rules as native_rules
 from localai.native import target_types as native_target_types
-from localai.model import accelerators, git_pins, localai_layout, lockfile, requirements, variant, wheelhouse
 from localai.oci import image, index, publish
 from localai.package import audit as package_audit
 from localai.package import backend, cross_downloads, pex_assembly, portable_python, proto, signing, source_checkout, sources
@@ -24,7 +40,15 @@ def build_file_aliases():
 
 
 def target_types():
-    return (*localai_target_types.target_types(), *native_target_types.target_types(), *model_conversion.target_types(), index.LocalAIImageIndexTarget, status.StatusDocTarget, *resolves.target_types(), *export.target_types())
+    return (
+        *localai_target_types.target_types(),
+        *native_target_types.target_types(),
+        *model_conversion.target_types(),
+        index.LocalAIImageIndexTarget,
+        status.StatusDocTarget,
+        *resolves.target_types(),
+        *export.target_types(),
+    )
 
 
 def rules():

@@ -177,7 +177,7 @@ def test_image_tarball_is_read_by_an_independent_implementation(tmp_path: Path) 
     skopeo = debian_tool("skopeo")
     # runtime_package_dependencies wrote the layout; its tarball on demand, as localai-bundle writes it.
     tarball = tmp_path / "image.oci.tar"
-    subprocess.run([sys.executable, "pants-plugins/localai/oci/layout.py", "tarball", "images/silero-vad/cpu/layout", str(tarball)], check=True)
+    subprocess.run([sys.executable, "pants-plugins/localai/oci/scripts/layout.py", "tarball", "images/silero-vad/cpu/layout", str(tarball)], check=True)
     image = json.loads(Path("images/silero-vad/cpu/image.json").read_text())
     raw = subprocess.run([skopeo, "inspect", "--raw", f"oci-archive:{tarball}"], check=True, capture_output=True).stdout
     assert "sha256:" + __import__("hashlib").sha256(raw).hexdigest() == image["manifest_digest"]

@@ -18,7 +18,7 @@ from engines.minilm import binding
 ROOT = Path(__file__).resolve().parents[3]
 HEADER = ROOT / "engines/minilm/include/minilm.h"
 SOURCE = ROOT / "engines/minilm/src/minilm.cpp"
-DRIVER = ROOT / "pants-plugins/localai/native/cmake_driver.py"
+DRIVER = ROOT / "pants-plugins/localai/native/scripts/cmake_driver.py"
 TABLE = ROOT / "backends/common/cpu_levels.json"
 
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path.cwd()
-DRIVER = ROOT / "pants-plugins/localai/native/cmake_driver.py"
+DRIVER = ROOT / "pants-plugins/localai/native/scripts/cmake_driver.py"
 SDIST = ROOT / "3rdparty/native/llama_cpp_python-0.3.36.tar.gz"
 ENGINE = ROOT / "engines/minilm"
 CPU_LEVELS = ROOT / "backends/common/cpu_levels.json"

@@ -30,7 +30,7 @@ from localai.goals.gallery import (
     require_targets,
 )
 from localai.model.variant import entry_name
-from localai.oci.layout import read_layout, write_tarball
+from localai.oci.scripts.layout import read_layout, write_tarball
 
 BUNDLE_DIR = "bundle"  # under dist/
 

@@ -42,7 +42,7 @@ from pants.util.strutil import help_text
 
 from localai.errors import LocalAIError
 from localai.model.accelerators import MATRIX_PATH
-from localai.model.records import BUILD_RECORD
+from localai.model.folder import BUILD_RECORD
 from localai.model.variant import BackendVariants, BackendVariantsRequest, Variant, entry_name, folder_path
 from localai.oci.image import IMAGE_JSON, LAYOUT_DIR, image_dir
 from localai.oci.index import INDEX_SUFFIX

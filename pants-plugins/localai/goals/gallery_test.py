@@ -106,7 +106,7 @@ def test_no_registry_says_which_option() -> None:
 
 def test_bundle_points_at_ocifile_tarballs_it_writes_from_the_layouts() -> None:
     from localai.goals.bundle import BundleGoal
-    from localai.oci.layout import read_layout, write_image_files
+    from localai.oci.scripts.layout import read_layout, write_image_files
 
     rule_runner = make_rule_runner()
     _setup(rule_runner, built=["cpu", "metal"])
@@ -137,7 +137,7 @@ def test_bundle_points_at_ocifile_tarballs_it_writes_from_the_layouts() -> None:
 
 def test_bundle_refuses_a_layout_that_is_not_the_image_json_s() -> None:
     from localai.goals.bundle import BundleGoal
-    from localai.oci.layout import write_image_files
+    from localai.oci.scripts.layout import write_image_files
 
     rule_runner = make_rule_runner()
     _setup(rule_runner, built=["cpu"])

@@ -21,8 +21,8 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
-from localai.model.lockfile import Lockfile
 from localai.model.localai_layout import Profile, index_lines, install_order
+from localai.model.lockfile import Lockfile
 
 PYPI = "https://pypi.org/simple"
 CUDA_PATTERNS = ("nvidia-*", "cuda-*", "triton")

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
+from localai.goals.import_report import Resolution, ours_line, report_line, totals_line
+from localai.model.localai_layout import Profile
 from localai.model.lockfile import Lockfile
 from localai.testutil import fake_lockfile
-from localai.model.localai_layout import Profile
-from localai.goals.import_report import Resolution, ours_line, report_line, totals_line
 
 CPU = Profile("cpu", "", "cpu")
 VULKAN = Profile("vulkan", "vulkan", None)

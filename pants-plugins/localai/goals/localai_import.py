@@ -43,11 +43,9 @@ from pants.option.option_types import BoolOption, StrListOption
 from pants.util.frozendict import FrozenDict
 
 from localai.errors import LocalAIError
+from localai.goals import import_report
 from localai.goals.resolves import PANTS_TOML, DeclaredResolves, ResolveEntry, orphan_lines, pants_toml_update_for
 from localai.model.accelerators import AcceleratorMatrix
-from localai.model.lockfile import LockfileRequest, MaybeLockfile
-from localai.model.variant import backend_name, lockfile_path, pip_options_path, resolve_name
-from localai.goals import import_report
 from localai.model.git_pins import (
     GIT_PINS_PATH,
     NO_PINS,
@@ -68,6 +66,8 @@ from localai.model.localai_layout import (
     direct_references,
     variant_requirements,
 )
+from localai.model.lockfile import LockfileRequest, MaybeLockfile
+from localai.model.variant import backend_name, lockfile_path, pip_options_path, resolve_name
 
 BUILD_HEADER = "# Written by `./pants localai-import {root}`: LocalAI's folder, built unchanged. Do not edit; re-run it."
 

@@ -6,12 +6,12 @@ import pytest
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
+from localai.goals.localai_import import LocalAIImportGoal, import_entries, plan_import
 from localai.goals.resolves import ResolveEntry, ResolvesGoal
 from localai.model.accelerators import AcceleratorMatrix
+from localai.model.localai_layout import LocalAIConventions
 from localai.model.requirements import LayeredRequirements, LayeredRequirementsRequest
 from localai.testutil import PANTS_TOML, make_rule_runner, repo_file
-from localai.goals.localai_import import LocalAIImportGoal, import_entries, plan_import
-from localai.model.localai_layout import LocalAIConventions
 
 MATRIX = repo_file("3rdparty/accelerators.toml")
 ROOT = "backends/localai"

@@ -2,7 +2,7 @@
 
 Three checks, each failing with the file, the cause and the fix:
   1. the DSSE envelope (provenance.intoto.dsse.json) is there, its payloadType is in-toto and a
-     signature verifies with the public key (package/dsse_tool.py with the `signing` resolve's
+     signature verifies with the public key (package/scripts/dsse_tool.py with the `signing` resolve's
      cryptography, in the sandbox: the plugin's own venv has no cryptography);
   2. the statement beside the envelope, when there is one, is the signed payload byte for byte;
   3. every subject of the signed statement matches the files as they are now: each is hashed
@@ -28,8 +28,8 @@ from pants.util.logging import LogLevel
 from pants.util.strutil import help_text
 
 from localai.errors import LocalAIError
-from localai.package.provenance import PROVENANCE_NAME
-from localai.package.signing import ENVELOPE_NAME, SCRIPT, Signing
+from localai.model.folder import ENVELOPE_NAME, PROVENANCE_NAME
+from localai.package.signing import SCRIPT, Signing
 from localai.package.subjects import ArtifactFiles, VerifyError, check_subjects, read_artifact
 from localai.scripts import script_file
 
@@ -85,7 +85,7 @@ async def verified_payload(files: ArtifactFiles, public_key: bytes, signing: Sig
     tool = await Get(Pex, PexRequest, signing.to_pex_request())
     inputs = await Get(
         Digest,
-        CreateDigest([script_file("localai.package", SCRIPT), FileContent(PUBLIC_KEY_IN_SANDBOX, public_key), FileContent(ENVELOPE_NAME, envelope)]),
+        CreateDigest([script_file("localai.package.scripts", SCRIPT), FileContent(PUBLIC_KEY_IN_SANDBOX, public_key), FileContent(ENVELOPE_NAME, envelope)]),
     )
     result = await Get(
         FallibleProcessResult,

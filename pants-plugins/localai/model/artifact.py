@@ -20,7 +20,6 @@ class BackendVariantFieldSet(PackageFieldSet):
 
 
 DEPS = ".deps/"
-ARTIFACT = "backend.pex"  # its name in the LocalAI backend folder
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
 from localai.model.accelerators import MATRIX_PATH, Accelerator, AcceleratorMatrix
+from localai.model.git_pins import GIT_PINS_PATH, NO_PINS, GitPins, GitUrl, is_git_url
 from localai.model.requirements import (
     LayeredRequirements,
     LocalAIRequirementsRequest,
@@ -63,7 +64,6 @@ from localai.model.requirements import (
     layer_with_origin,
     normalized_name,
 )
-from localai.model.git_pins import GIT_PINS_PATH, NO_PINS, GitPins, GitUrl, is_git_url
 
 REQUIREMENT_FILE = re.compile(r"^requirements(?:-(?P<suffix>.+))?\.txt$")
 BACKEND_FILE = "backend.py"

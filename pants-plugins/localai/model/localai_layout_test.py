@@ -7,8 +7,6 @@ from pants.engine.internals.scheduler import ExecutionError
 
 from localai.errors import LocalAIError
 from localai.model.accelerators import AcceleratorMatrix, AcceleratorMatrixError
-from localai.model.requirements import layer_with_origin
-from localai.testutil import make_rule_runner, repo_file
 from localai.model.git_pins import GitPins, GitPinsError, commit_of
 from localai.model.localai_layout import (
     LocalAIConventions,
@@ -17,6 +15,8 @@ from localai.model.localai_layout import (
     install_order,
     variant_requirements,
 )
+from localai.model.requirements import layer_with_origin
+from localai.testutil import make_rule_runner, repo_file
 
 MATRIX = repo_file("3rdparty/accelerators.toml")
 

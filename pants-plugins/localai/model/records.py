@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-BUILD_RECORD = "build-record.json"  # never metadata.json: LocalAI owns that name in a backend folder
-
 
 def canonical_json(value: Any) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()

@@ -325,7 +325,7 @@ def inconsistent_lock_message(variant: Variant, broken: tuple[str, ...]) -> str:
     lines = "".join(f"\n  {line}" for line in broken)
     # Cross-built variants cannot be prelocked (goals/prelock.py).
     uv = "" if variant.platform.cross else (
-        ", or resolve the variant with uv first (`prelock`: the README's \"Build LocalAI's own backend folders\")"
+        ", or resolve the variant with uv first (`prelock`: docs/localai-import.md)"
     )
     return (
         f"{variant.address}: {variant.lockfile} cannot install what it was locked for on {variant.platform.name}:{lines}\n"

@@ -19,7 +19,7 @@ TABLE = json.loads((_BUILD_ROOT / TABLE_PATH).read_text())
 
 
 def _driver():
-    spec = importlib.util.spec_from_file_location("cmake_driver", Path(__file__).with_name("cmake_driver.py"))
+    spec = importlib.util.spec_from_file_location("cmake_driver", Path(__file__).parent / "scripts" / "cmake_driver.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

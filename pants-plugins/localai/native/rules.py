@@ -45,7 +45,8 @@ from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
-from localai.model.records import BUILD_RECORD, canonical_json
+from localai.model.folder import BUILD_RECORD
+from localai.model.records import canonical_json
 from localai.model.variant import lockfile_path
 from localai.native.cpu_levels import TABLE_PATH, CpuLevelTable
 from localai.native.target_types import (
@@ -124,7 +125,7 @@ async def native_toolchain(python_setup: PythonSetup) -> NativeToolchain:
                 interpreter_constraints=InterpreterConstraints(ics),
             ),
         ),
-        Get(Digest, CreateDigest([script_file("localai.native", "cmake_driver.py", DRIVER_PATH)])),
+        Get(Digest, CreateDigest([script_file("localai.native.scripts", "cmake_driver.py", DRIVER_PATH)])),
     )
     return NativeToolchain(venv_pex, driver)
 

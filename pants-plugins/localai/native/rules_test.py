@@ -117,7 +117,7 @@ def test_engine_record_json_names_ggmls_arm_march():
 
 
 def _driver():
-    spec = importlib.util.spec_from_file_location("cmake_driver", Path(__file__).with_name("cmake_driver.py"))
+    spec = importlib.util.spec_from_file_location("cmake_driver", Path(__file__).parent / "scripts" / "cmake_driver.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -53,7 +53,7 @@ class GgmlArchiveField(StringField):
     )
 
 
-# ggml inside the llama_cpp_python sdist (native/cmake_driver.py, a standalone script, repeats it as its default).
+# ggml inside the llama_cpp_python sdist (native/scripts/cmake_driver.py, a standalone script, repeats it as its default).
 DEFAULT_GGML_SUBDIR = "vendor/llama.cpp/ggml"
 
 

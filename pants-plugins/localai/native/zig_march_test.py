@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-DRIVER = Path("pants-plugins/localai/native/cmake_driver.py")
+DRIVER = Path("pants-plugins/localai/native/scripts/cmake_driver.py")
 TABLE_PATH = Path("backends/common/cpu_levels.json")
 TABLE = json.loads(TABLE_PATH.read_text())
 ARM = TABLE["platforms"]["aarch64"]

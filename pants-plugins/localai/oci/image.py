@@ -40,11 +40,12 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
-from localai.oci.layout import OWN_LAYER_BYTES, group_paths, layer_label
+from localai.model.folder import RUN_SH
 from localai.oci.options import OciSubsystem
+from localai.oci.scripts.layout import OWN_LAYER_BYTES, group_paths, layer_label
 from localai.scripts import script_file
 
-SCRIPT = "layout.py"  # oci/layout.py, run as a process
+SCRIPT = "layout.py"  # oci/scripts/layout.py, run as a process
 IMAGES_DIR = "images"  # under dist/
 IMAGE_JSON = "image.json"
 IMAGE_TARBALL = "image.oci.tar"
@@ -97,7 +98,7 @@ class ImageLayer:
 async def build_image_layer(request: ImageLayerRequest) -> ImageLayer:
     python, script = await MultiGet(
         Get(PythonExecutable, InterpreterConstraints, request.interpreter_constraints),
-        Get(Digest, CreateDigest([script_file("localai.oci", SCRIPT)])),
+        Get(Digest, CreateDigest([script_file("localai.oci.scripts", SCRIPT)])),
     )
     # The modes the layer records come from the digest, not from the sandbox (layout.layer_main).
     entries = await Get(DigestEntries, Digest, request.files)
@@ -133,7 +134,7 @@ async def build_backend_image(request: BackendImageRequest, oci: OciSubsystem) -
             f"{request.ref_name}: {', '.join(links)} are symlinks, which a backend image does not carry. Fix: copy the file instead."
         )
     files = {e.path: e for e in entries if isinstance(e, FileEntry)}
-    if "run.sh" not in files or not files["run.sh"].is_executable:
+    if RUN_SH not in files or not files[RUN_SH].is_executable:
         raise ImageFolderError(
             f"{request.ref_name}: no executable run.sh at the folder root; LocalAI refuses such an image. Fix: package it with its run.sh."
         )
@@ -147,7 +148,7 @@ async def build_backend_image(request: BackendImageRequest, oci: OciSubsystem) -
     )
     python, script = await MultiGet(
         Get(PythonExecutable, InterpreterConstraints, request.interpreter_constraints),
-        Get(Digest, CreateDigest([script_file("localai.oci", SCRIPT)])),
+        Get(Digest, CreateDigest([script_file("localai.oci.scripts", SCRIPT)])),
     )
     descriptors = "[" + ",".join(layer.descriptor for layer in layers) + "]"
     inputs = await Get(Digest, MergeDigests([script, await Get(Digest, CreateDigest([FileContent("layers.json", descriptors.encode())]))]))

@@ -26,7 +26,7 @@ from localai.errors import LocalAIError
 from localai.model.artifact import BackendVariantFieldSet
 from localai.model.variant import BackendVariant, BackendVariantRequest, entry_name
 from localai.oci.image import IMAGE_JSON, LAYOUT_DIR, image_dir
-from localai.oci.layout import MEDIA_INDEX, MEDIA_MANIFEST
+from localai.oci.scripts.layout import MEDIA_INDEX, MEDIA_MANIFEST
 
 INDEX_SUFFIX = "-index"
 

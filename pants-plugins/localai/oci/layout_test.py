@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from localai.oci.layout import COMMANDS, group_paths, image_main, layer_groups, layer_label, layer_main, main, read_layout, write_layout
+from localai.oci.scripts.layout import COMMANDS, group_paths, image_main, layer_groups, layer_label, layer_main, main, read_layout, write_layout
 
 
 def _folder(root: Path, *, small: str = "small " * 100, big: bytes = b"B" * 4096, mtime: int = 1_700_000_000, mode: int = 0o644) -> Path:

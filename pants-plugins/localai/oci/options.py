@@ -44,7 +44,7 @@ class OciSubsystem(Subsystem):
             Also write `dist/images/<name>/<accel>/image.oci.tar` in `pants package` (the layout as
             one tarball: an OCI layout archive and a `docker save` archive). Off: the layout/
             folder holds the same blobs, and `pants localai-bundle` writes the tarballs it needs
-            from it (or `python3 pants-plugins/localai/oci/layout.py tarball <layout> <file>`);
+            from it (or `python3 pants-plugins/localai/oci/scripts/layout.py tarball <layout> <file>`);
             writing and capturing the whole image again on every edit is most of an edit loop's time.
             """
         ),

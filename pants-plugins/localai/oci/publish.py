@@ -16,15 +16,15 @@ from pants.engine.fs import CreateDigest, Digest, MergeDigests
 from pants.engine.process import InteractiveProcess
 from pants.engine.rules import Get, collect_rules, rule
 
-from localai.platforms import PLATFORMS
 from localai.model.variant import backend_name, entry_name, variant_name
 from localai.oci.image import LAYOUT_DIR, image_dir
 from localai.oci.index import INDEX_SUFFIX, ImageIndexPaths, ImageIndexVariantsField
 from localai.oci.options import OciSubsystem
+from localai.platforms import PLATFORMS
 from localai.scripts import script_file
 from localai.target_types import AcceleratorField, NotLockableHereField, PlatformField
 
-PUSH_SCRIPT = "push.py"  # oci/push.py, run as a process
+PUSH_SCRIPT = "push.py"  # oci/scripts/push.py, run as a process
 CREDENTIAL_ENV = ("LOCALAI_REGISTRY_USER", "LOCALAI_REGISTRY_PASSWORD", "LOCALAI_REGISTRY_TOKEN")
 
 
@@ -58,7 +58,7 @@ async def push_processes(oci: OciSubsystem, entry: str, layout: str, packages) -
         )
     python, env, script = await Get(PythonExecutable, InterpreterConstraints, InterpreterConstraints(["CPython>=3.9,<4"])), await Get(
         EnvironmentVars, EnvironmentVarsRequest(CREDENTIAL_ENV)
-    ), await Get(Digest, CreateDigest([script_file("localai.oci", PUSH_SCRIPT)]))
+    ), await Get(Digest, CreateDigest([script_file("localai.oci.scripts", PUSH_SCRIPT)]))
     digest = await Get(Digest, MergeDigests([script, *(p.digest for p in packages)]))
     argv = [python.path, PUSH_SCRIPT, layout, oci.registry, oci.repository.strip("/")]
     if oci.tag_prefix:

@@ -35,7 +35,8 @@ from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
 from localai.model.accelerators import MATRIX_PATH, Accelerator, canonical_soname, is_gpu_runtime
-from localai.model.artifact import ARTIFACT, BackendPex, BackendVariantFieldSet, PexTree, VariantPexRequest
+from localai.model.artifact import BackendPex, BackendVariantFieldSet, PexTree, VariantPexRequest
+from localai.model.folder import ARTIFACT
 from localai.model.variant import BackendVariant, BackendVariantRequest
 from localai.scripts import script_file
 
@@ -95,7 +96,7 @@ class ElfScan:
 
 @rule(desc="Read the libraries every ELF file NEEDs", level=LogLevel.DEBUG)
 async def scan_elves(request: ElfScanRequest) -> ElfScan:
-    script_digest = await Get(Digest, CreateDigest([script_file("localai.package", "scripts/elf_scan.py", ELF_SCAN_SCRIPT)]))
+    script_digest = await Get(Digest, CreateDigest([script_file("localai.package.scripts", "elf_scan.py", ELF_SCAN_SCRIPT)]))
     input_digest = await Get(Digest, MergeDigests([request.digest, script_digest]))
     python = await Get(PythonExecutable, InterpreterConstraints, InterpreterConstraints([request.python]))
     result = await Get(

@@ -40,22 +40,19 @@ from pants.util.logging import LogLevel
 from pants.version import VERSION as PANTS_VERSION
 
 from localai.errors import LocalAIError
-from localai.package.audit import ArtifactAudit, AuditSubsystem, BuiltArtifact, built_artifact
 from localai.model.accelerators import python_version_of
-from localai.model.artifact import ARTIFACT, BackendPex, BackendVariantFieldSet, PexTree, VariantPexRequest
-from localai.model.records import BUILD_RECORD
+from localai.model.artifact import BackendPex, BackendVariantFieldSet, PexTree, VariantPexRequest
+from localai.model.folder import ARTIFACT, BUILD_RECORD, ENVELOPE_NAME, PORTABLE_PYTHON_DIR, PROVENANCE_NAME, RUN_SH, SBOM_NAME
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import BackendVariant, BackendVariantRequest, PinPolicyError, Variant
 from localai.model.wheelhouse import WheelhouseUrls, WheelhouseUrlsRequest
 from localai.oci.image import BackendImage, BackendImageRequest, image_dir
+from localai.package.audit import ArtifactAudit, AuditSubsystem, BuiltArtifact, built_artifact
 from localai.package.cross_downloads import CrossDownloads, CrossDownloadsRequest
 from localai.package.pex_assembly import SplitPexRequest
-from localai.package.portable_python import DIR as PORTABLE_PYTHON_DIR
 from localai.package.portable_python import PortablePython, PortablePythonRequest
-from localai.package.provenance import PROVENANCE_NAME
-from localai.package.records import RUN_SH, folder_records
-from localai.package.sbom import SBOM_NAME
-from localai.package.signing import ENVELOPE_NAME, ProvenanceEnvelope, ProvenanceEnvelopeRequest
+from localai.package.records import folder_records
+from localai.package.signing import ProvenanceEnvelope, ProvenanceEnvelopeRequest
 from localai.package.source_checkout import SourceCheckout, SourceCheckoutRequest
 from localai.package.sources import BackendSources, BackendSourcesRequest
 from localai.target_types import BACKEND_LAYOUT, LOCALAI_LAYOUT

@@ -23,7 +23,7 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from localai.model.artifact import BackendVariantFieldSet
-from localai.model.records import BUILD_RECORD
+from localai.model.folder import BUILD_RECORD
 from localai.testutil import SHARED_RUNTIME, make_rule_runner, pex_cli_options, repo_file, repo_options
 
 LOCK = repo_file("lockfiles/minilm-ggml-cpu.lock")

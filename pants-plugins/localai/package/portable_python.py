@@ -45,12 +45,12 @@ from pants.util.logging import LogLevel
 from pants.util.strutil import help_text
 
 from localai.errors import LocalAIError
+from localai.model.folder import PORTABLE_PYTHON_DIR
 from localai.scripts import script_file
 
-SCRIPT = "portable_python_unpack.py"  # run as a process (a dependency in package/BUILD ships it)
+SCRIPT = "portable_python_unpack.py"  # run as a process (package/scripts/)
 OPTION = "[localai-portable-python].archive"
 PINNED = "//3rdparty/portable-python:cpython-3.11-x86_64-linux-gnu"
-DIR = "python"  # in the backend folder, and the image layer of its own
 
 # run.sh, what LocalAI executes: one owner for both launchers.
 HOST_RUN_SH = """#!/bin/sh
@@ -131,7 +131,7 @@ class PortablePython:
                 "hashes": sha,
                 "externalReferences": [{"type": "distribution", "url": r["url"], "hashes": sha}] if r["url"] else [],
                 "properties": [
-                    {"name": "localai:path", "value": f"{DIR}/"},
+                    {"name": "localai:path", "value": f"{PORTABLE_PYTHON_DIR}/"},
                     {"name": "localai:archive", "value": r["archive"]},
                     {"name": "localai:archive_target", "value": r["target"]},
                 ],
@@ -197,7 +197,7 @@ async def unpack_portable_python(request: PortablePythonRequest, subsystem: Port
         raise PortablePythonError(f"{OPTION} = {spec!r}: expected one archive file, got {[e.path for e in entries]}")
     archive = entries[0]
     python = await Get(PythonExecutable, InterpreterConstraints, InterpreterConstraints(["CPython>=3.9,<4"]))
-    script = await Get(Digest, CreateDigest([script_file("localai.package", SCRIPT)]))
+    script = await Get(Digest, CreateDigest([script_file("localai.package.scripts", SCRIPT)]))
     result = await Get(
         FallibleProcessResult,
         Process(
@@ -212,7 +212,7 @@ async def unpack_portable_python(request: PortablePythonRequest, subsystem: Port
         raise PortablePythonError(f"{OPTION} = {spec!r}: {result.stderr.decode().strip()}\n{_fix(spec)}")
     out = await Get(Digest, RemovePrefix(result.output_digest, "out"))
     summary_file, tree = await Get(DigestContents, DigestSubset(out, PathGlobs(["python.json"]))), await Get(
-        Digest, DigestSubset(out, PathGlobs([f"{DIR}/**"]))
+        Digest, DigestSubset(out, PathGlobs([f"{PORTABLE_PYTHON_DIR}/**"]))
     )
     summary = {
         **json.loads(summary_file[0].content),

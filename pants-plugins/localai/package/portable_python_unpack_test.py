@@ -5,7 +5,7 @@ import json
 import tarfile
 from pathlib import Path
 
-from localai.package.portable_python_unpack import main
+from localai.package.scripts.portable_python_unpack import main
 
 
 def _archive(path: Path, members: dict[str, bytes | str | None]) -> Path:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from localai.model.records import canonical_json
 
-PROVENANCE_NAME = "provenance.intoto.json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://github.com/localai-build/pants-plugins/localai/package@v1"

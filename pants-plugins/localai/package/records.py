@@ -11,15 +11,14 @@ from typing import Mapping
 
 from pants.engine.fs import FileContent
 
-from localai.model.artifact import ARTIFACT, PexTree
+from localai.model.artifact import PexTree
+from localai.model.folder import ARTIFACT, BUILD_RECORD, PROVENANCE_NAME, RUN_SH, SBOM_NAME
 from localai.model.lockfile import Lockfile
-from localai.model.records import BUILD_RECORD, canonical_json
+from localai.model.records import canonical_json
 from localai.model.variant import Variant
 from localai.package.portable_python import PortablePython
-from localai.package.provenance import PROVENANCE_NAME, provenance_statement
-from localai.package.sbom import SBOM_NAME, cyclonedx_sbom
-
-RUN_SH = "run.sh"
+from localai.package.provenance import provenance_statement
+from localai.package.sbom import cyclonedx_sbom
 
 
 def backend_record_json(

@@ -26,7 +26,6 @@ from urllib.parse import quote
 from localai.model.lockfile import LockedRequirement
 from localai.model.records import canonical_json
 
-SBOM_NAME = "sbom.cdx.json"
 SPEC_VERSION = "1.5"
 _NAMESPACE = uuid.UUID("6f0c5a3e-8f1e-4a52-9a57-1c3c3f0b8d21")  # this project's, for uuid5 serials
 

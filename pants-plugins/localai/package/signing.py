@@ -25,13 +25,12 @@ from pants.util.logging import LogLevel
 from pants.util.strutil import help_text
 
 from localai.errors import LocalAIError
-from localai.package.provenance import PROVENANCE_NAME
+from localai.model.folder import ENVELOPE_NAME, PROVENANCE_NAME
 from localai.scripts import script_file
 
 # DSSE envelope of provenance.intoto.json: not a `.sigstore` bundle (no certificate, no
 # transparency-log entry), the envelope alone, which `cosign verify-blob-attestation
 # --key`, in-toto and securesystemslib all read.
-ENVELOPE_NAME = "provenance.intoto.dsse.json"
 SCRIPT = "dsse_tool.py"
 KEY_IN_SANDBOX = "signing-key.pem"
 
@@ -108,7 +107,7 @@ async def sign_provenance(request: ProvenanceEnvelopeRequest, signing: Signing) 
         Digest,
         CreateDigest(
             [
-                script_file("localai.package", SCRIPT),
+                script_file("localai.package.scripts", SCRIPT),
                 FileContent(KEY_IN_SANDBOX, key[0].content),
                 FileContent(PROVENANCE_NAME, request.statement),
             ]

@@ -54,9 +54,9 @@ from pants.engine.target import (
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
-from localai.model.artifact import ARTIFACT
+from localai.model.folder import ARTIFACT, BUILD_RECORD
+from localai.model.localai_layout import COMMON_DIR
 from localai.model.lockfile import LockfileRequest, MaybeLockfile
-from localai.model.records import BUILD_RECORD
 from localai.model.variant import Variant, lockfile_path
 from localai.native.cpu_levels import CpuLevelTable
 from localai.native.model_conversion import ConvertedModelFieldSet
@@ -66,7 +66,6 @@ from localai.package.proto import STUBS_RESOLVE, CompiledProto, VariantStubsRequ
 from localai.package.sbom import engine_components
 from localai.scripts import script_file
 from localai.target_types import LOCALAI_LAYOUT, LocalAISourcesField, ProtoSourcesField
-from localai.model.localai_layout import COMMON_DIR
 
 BACKEND_PACKAGE = "localai_backend"  # the backend's own files, whatever its folder is called
 ENTRY_POINTS = {

@@ -5,7 +5,7 @@ Where the files are read from:
   a backend folder         dist/backends/<name>/<accel>/ (the statement and envelope beside the artifact)
   an OCI image layout      dist/images/<name>/<accel>/layout/ (or the folder holding it)
   an OCI image tarball     dist/images/<name>/<accel>/image.oci.tar
-An image's root is the backend folder (oci/layout.py), so both give the same paths. Every file is
+An image's root is the backend folder (oci/scripts/layout.py), so both give the same paths. Every file is
 hashed again here (sha256 of its bytes); nothing recorded at build time is trusted. A subject
 that names a directory (backend.pex, a packed PEX) is checked by PexTree's recipe
 (model/artifact.py tree_sha256) over the files under it.
@@ -22,8 +22,7 @@ from typing import IO, Iterator
 
 from localai.errors import LocalAIError
 from localai.model.artifact import tree_sha256
-from localai.package.provenance import PROVENANCE_NAME
-from localai.package.signing import ENVELOPE_NAME
+from localai.model.folder import ENVELOPE_NAME, PROVENANCE_NAME
 
 CHUNK = 1 << 20
 SMALL_FILES = (ENVELOPE_NAME, PROVENANCE_NAME)  # kept as bytes, the rest only as sha256
@@ -75,7 +74,7 @@ def read_folder(folder: Path, where: str) -> ArtifactFiles:
 
 
 def _layer_files(layer: IO[bytes], sha256: dict[str, str], small: dict[str, bytes]) -> None:
-    with tarfile.open(fileobj=layer, mode="r:*") as tar:  # plain tar or tar+gzip (oci/layout.py)
+    with tarfile.open(fileobj=layer, mode="r:*") as tar:  # plain tar or tar+gzip (oci/scripts/layout.py)
         for member in tar:
             if not member.isfile():
                 continue
