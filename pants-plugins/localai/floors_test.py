@@ -23,7 +23,7 @@ FLOORS = (
     ("goals",),
     ("register",),
 )
-FLOOR_OF = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
+FLOOR_OF = {room: i for i, rooms in enumerate(FLOORS, start=1) for room in rooms}  # numbered as in README.md
 
 
 def room_of(module: str) -> str:
@@ -77,10 +77,10 @@ def test_an_upward_or_sideways_import_is_named(tmp_path: Path) -> None:
     (tmp_path / "extra").mkdir()
     (tmp_path / "extra" / "x.py").write_text("from localai.errors import LocalAIError\n")
     assert upward_imports(tmp_path) == [
-        "errors.py:1: errors (floor 0) imports localai.register (floor 8): imports point down",
+        "errors.py:1: errors (floor 1) imports localai.register (floor 9): imports point down",
         "extra/x.py:1: imports localai.errors; add the room 'extra' to FLOORS and README.md",
-        "model/variant.py:1: model (floor 3) imports localai.package.backend (floor 5): imports point down",
-        "oci/image.py:1: oci (floor 4) imports localai.native.rules (floor 4): imports point down",
+        "model/variant.py:1: model (floor 4) imports localai.package.backend (floor 6): imports point down",
+        "oci/image.py:1: oci (floor 5) imports localai.native.rules (floor 5): imports point down",
     ]
 
 

@@ -162,6 +162,46 @@ def build_line(variants: list[ImportedVariant]) -> str:
     return f"localai_import({', '.join(args)})"
 
 
+def _folder_variants(
+    name: str, directory: str, reqs: dict[str, str], matrix: AcceleratorMatrix, conventions: LocalAIConventions,
+    pins: GitPins, notes: list[str],
+) -> tuple[list[ImportedVariant], list[Skipped]]:
+    """A folder's variants, one per LocalAI profile it builds that maps to an accelerator, and the
+    profiles skipped with their reason (notes gets the profiles with no accelerator here)."""
+    declared, folder_skips = [], []
+    override = conventions.overrides.get(name, InstallShOverride())
+    for profile in conventions.profiles.values():
+        if not builds_profile(name, reqs, profile, conventions):
+            continue
+        if profile.accelerator is None:
+            notes.append(f"{directory}: profile {profile.name} has no accelerator here; not declared")
+            continue
+        accel = matrix.accelerators[profile.accelerator]
+        try:
+            layered = variant_requirements(directory, reqs, accel, conventions, pins)
+        except LocalAILayoutError as e:
+            # A profile's own file (an index of another build): that variant alone.
+            folder_skips.append(Skipped(directory, accel.name, str(e)))
+            continue
+        not_lockable = (
+            "cannot be built here: " + "; ".join(layered.unsatisfied) if layered.unsatisfied else None
+        )
+        declared.append(
+            ImportedVariant(
+                directory,
+                backend_name(directory),
+                accel.name,
+                accel.pip_options,
+                layered.replacements,
+                not_lockable,
+                layered.extra_indexes,
+                accel.name in override.prelock,
+                tuple(override.exempt.get(accel.name, {}).items()),
+            )
+        )
+    return declared, folder_skips
+
+
 def plan_import(
     root: str,
     folders: dict[str, dict[str, str]],
@@ -196,37 +236,7 @@ def plan_import(
         if bad_names:
             skipped.append(Skipped(directory, None, " ".join(bad_names)))
             continue
-        declared, folder_skips = [], []
-        override = conventions.overrides.get(name, InstallShOverride())
-        for profile in conventions.profiles.values():
-            if not builds_profile(name, reqs, profile, conventions):
-                continue
-            if profile.accelerator is None:
-                notes.append(f"{directory}: profile {profile.name} has no accelerator here; not declared")
-                continue
-            accel = matrix.accelerators[profile.accelerator]
-            try:
-                layered = variant_requirements(directory, reqs, accel, conventions, pins)
-            except LocalAILayoutError as e:
-                # A profile's own file (an index of another build): that variant alone.
-                folder_skips.append(Skipped(directory, accel.name, str(e)))
-                continue
-            not_lockable = (
-                "cannot be built here: " + "; ".join(layered.unsatisfied) if layered.unsatisfied else None
-            )
-            declared.append(
-                ImportedVariant(
-                    directory,
-                    backend_name(directory),
-                    accel.name,
-                    accel.pip_options,
-                    layered.replacements,
-                    not_lockable,
-                    layered.extra_indexes,
-                    accel.name in override.prelock,
-                    tuple(override.exempt.get(accel.name, {}).items()),
-                )
-            )
+        declared, folder_skips = _folder_variants(name, directory, reqs, matrix, conventions, pins, notes)
         if not declared and folder_skips:
             # Every profile failed (often one line of the shared requirements.txt): the folder is skipped.
             reasons = dict.fromkeys(s.reason for s in folder_skips)
@@ -342,6 +352,39 @@ def import_roots(specs: Specs) -> tuple[str, ...]:
     return tuple(s.directory for s in specs.includes.dir_literals)
 
 
+async def _read_folders(root: str) -> dict[str, dict[str, str]]:
+    """{folder name: {file name: content for requirement files, "" for the others}} under ``root``."""
+    listing = await Get(Snapshot, PathGlobs([f"{root}/*/*"]))
+    req_contents = await Get(DigestContents, PathGlobs([f"{root}/*/requirements*.txt"]))
+    folders: dict[str, dict[str, str]] = {}
+    for path in listing.files:
+        p = PurePath(path)
+        folders.setdefault(p.parent.name, {})[p.name] = ""
+    for fc in req_contents:
+        p = PurePath(fc.path)
+        folders[p.parent.name][p.name] = fc.content.decode()
+    return folders
+
+
+def variant_lines(v: ImportedVariant) -> list[str]:
+    """What the import prints of a declared variant: lockable or why not, pins replaced, indexes, exemptions, prelock."""
+    status = f" (not lockable: {v.not_lockable})" if v.not_lockable else ""
+    lines = [f"{v.resolve}: {v.accelerator} variant{status}"]
+    lines += [f"  pin policy: {r}" for r in v.replacements]
+    lines += [f"  extra index: {url}, seen by {v.resolve} alone ({v.pip_options})" for url in v.extra_indexes]
+    lines += [f"  exempt: {project}, which {v.accelerator} forbids: {why}" for project, why in v.exempt]
+    if v.prelock:
+        lines.append(f"  prelock: run `./pants localai-prelock --resolve={v.resolve}` before generate-lockfiles")
+    return lines
+
+
+async def _changed(writes: dict[str, str]) -> dict[str, str]:
+    """The files of ``writes`` whose content differs from the repository's."""
+    current = await Get(DigestContents, PathGlobs(list(writes)))
+    have = {fc.path: fc.content.decode() for fc in current}
+    return {p: c for p, c in writes.items() if have.get(p) != c}
+
+
 @goal_rule
 async def localai_import(
     console: Console, workspace: Workspace, specs: Specs, subsystem: LocalAIImportSubsystem
@@ -358,15 +401,7 @@ async def localai_import(
     writes: dict[str, str] = {}
     skipped = 0
     for root in roots:
-        listing = await Get(Snapshot, PathGlobs([f"{root}/*/*"]))
-        req_contents = await Get(DigestContents, PathGlobs([f"{root}/*/requirements*.txt"]))
-        folders: dict[str, dict[str, str]] = {}
-        for path in listing.files:
-            p = PurePath(path)
-            folders.setdefault(p.parent.name, {})[p.name] = ""
-        for fc in req_contents:
-            p = PurePath(fc.path)
-            folders[p.parent.name][p.name] = fc.content.decode()
+        folders = await _read_folders(root)
         pins = await pin_git_refs(console, folders, pins)
         plan = plan_import(root, folders, matrix, conventions, pins)
         if subsystem.report:
@@ -379,16 +414,8 @@ async def localai_import(
             console.print_stderr(skip.line())
         skipped += len(plan.skipped)
         for v in plan.variants:
-            status = f" (not lockable: {v.not_lockable})" if v.not_lockable else ""
-            console.print_stdout(f"{v.resolve}: {v.accelerator} variant{status}")
-            for r in v.replacements:
-                console.print_stdout(f"  pin policy: {r}")
-            for url in v.extra_indexes:
-                console.print_stdout(f"  extra index: {url}, seen by {v.resolve} alone ({v.pip_options})")
-            for project, why in v.exempt:
-                console.print_stdout(f"  exempt: {project}, which {v.accelerator} forbids: {why}")
-            if v.prelock:
-                console.print_stdout(f"  prelock: run `./pants localai-prelock --resolve={v.resolve}` before generate-lockfiles")
+            for line in variant_lines(v):
+                console.print_stdout(line)
         writes.update(plan.build_files)
         entries = import_entries(root, entries, plan)
         console.print_stderr(f"localai-import: {plan.summary(root)}")
@@ -407,9 +434,7 @@ async def localai_import(
     writes.update(update.files)
     for line in orphan_lines(update):
         console.print_stderr(line)
-    current = await Get(DigestContents, PathGlobs(list(writes)))
-    have = {fc.path: fc.content.decode() for fc in current}
-    changed = {p: c for p, c in writes.items() if have.get(p) != c}
+    changed = await _changed(writes)
     if subsystem.check:
         for p in sorted(changed):
             console.print_stderr(f"{p} is not current: run `./pants localai-import {' '.join(roots)}`")

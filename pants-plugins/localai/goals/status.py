@@ -35,7 +35,7 @@ from localai.lint.stale import generated_file_result
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import AllBackendVariants
-from localai.package.audit import AuditSubsystem
+from localai.package.options import AuditSubsystem
 from localai.target_types import LOCALAI_LAYOUT
 
 STATUS_PATH = "docs/status.md"

@@ -29,7 +29,8 @@ from pants.util.strutil import help_text
 
 from localai.errors import LocalAIError
 from localai.model.folder import ENVELOPE_NAME, PROVENANCE_NAME
-from localai.package.signing import SCRIPT, Signing
+from localai.package.options import Signing
+from localai.package.signing import SCRIPT
 from localai.package.subjects import ArtifactFiles, VerifyError, check_subjects, read_artifact
 from localai.scripts import script_file
 

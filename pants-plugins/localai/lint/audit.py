@@ -20,7 +20,8 @@ from pants.util.logging import LogLevel
 from localai.model.artifact import BackendVariantFieldSet
 from localai.model.lockfile import Lockfile
 from localai.model.variant import BackendVariant, BackendVariantRequest
-from localai.package.audit import ArtifactAudit, AuditSubsystem
+from localai.package.audit import ArtifactAudit
+from localai.package.options import AuditSubsystem
 
 
 class AuditRequest(LintTargetsRequest):

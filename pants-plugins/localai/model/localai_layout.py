@@ -136,6 +136,92 @@ def _accelerators_named(matrix: AcceleratorMatrix, where: str, key: str, names) 
         matrix.get(accel, context=f"{where} {key}")
 
 
+def _exempt(entry: dict, where: str, matrix: AcceleratorMatrix) -> dict:
+    """`exempt = { <accel> = { project = why } }`: only projects the accelerator forbids, each with why."""
+    checked = functools.partial(_checked_override, entry, where)
+    exempt = checked(
+        "exempt", {},
+        lambda v: isinstance(v, dict) and all(
+            isinstance(projects, dict) and projects
+            and all(isinstance(why, str) and why.strip() for why in projects.values())
+            for projects in v.values()
+        ),
+        "map an accelerator to {project = why}: the projects its `forbidden` names that this folder's variant "
+        "may hold, each with why it holds no GPU runtime",
+        'e.g. exempt = { cpu = { "nvidia-ml-py" = "pure Python: loads libnvidia-ml only when called" } }',
+    )
+    _accelerators_named(matrix, where, "exempt", exempt)
+    for accel, projects in exempt.items():
+        spared = [p for p in projects if not matrix.accelerators[accel].forbidden_in([normalized_name(p)])]
+        if spared:
+            raise LocalAILayoutError(
+                f"{where}: exempt names {', '.join(spared)} for {accel}, whose `forbidden` list does not "
+                f"name {'it' if len(spared) == 1 else 'them'}. Fix: drop {'it' if len(spared) == 1 else 'them'} from exempt."
+            )
+    return exempt
+
+
+def _override(folder: str, entry: dict, matrix: AcceleratorMatrix, profiles: dict, path: str) -> InstallShOverride:
+    """One `[localai.overrides.<folder>]` table, every key checked (type, accelerator names, exemptions)."""
+    where = f"{path} [localai.overrides.{folder}]"
+    unknown = sorted(set(entry) - _OVERRIDE_KEYS)
+    if unknown:
+        raise LocalAILayoutError(
+            f"{where}: unknown key(s) {', '.join(unknown)}. Fix: use {', '.join(sorted(_OVERRIDE_KEYS))}."
+        )
+    checked = functools.partial(_checked_override, entry, where)
+    accelerators_named = functools.partial(_accelerators_named, matrix, where)
+    no_deps = checked(
+        "no_deps", [], lambda v: isinstance(v, list) and all(isinstance(n, str) and n for n in v),
+        "be a list of project names", 'e.g. no_deps = ["chatterbox-tts"]',
+    )
+    out_of_scope = checked(
+        "out_of_scope", None, lambda v: v is None or (isinstance(v, str) and bool(v.strip())),
+        "say why, as a sentence", 'out_of_scope = "<what install.sh does>"',
+    )
+    accels = tuple(entry.get("accelerators", ()))
+    accelerators_named("accelerators", accels)
+    extra = checked(
+        "extra_indexes", {},
+        lambda v: isinstance(v, dict) and all(
+            isinstance(urls, list) and urls and all(isinstance(u, str) and "://" in u for u in urls) for urls in v.values()
+        ),
+        "map an accelerator to the index URLs its variant of this folder may name",
+        'e.g. extra_indexes = { cuda13 = ["https://wheels.vllm.ai/0.27.1/cu130"] }',
+    )
+    accelerators_named("extra_indexes", extra)
+    prelock = checked(
+        "prelock", [], lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+        "list the accelerators whose variant of this folder uv resolves before pex locks it", 'e.g. prelock = ["cpu"]',
+    )
+    accelerators_named("prelock", prelock)
+    not_lockable = checked(
+        "not_lockable", {}, lambda v: isinstance(v, dict) and all(isinstance(r, str) and r.strip() for r in v.values()),
+        "map an accelerator to why its variant of this folder cannot be locked here, as a sentence",
+        'e.g. not_lockable = { cpu = "<what fails, measured>" }',
+    )
+    accelerators_named("not_lockable", not_lockable)
+    built_for = checked(
+        "profiles", [], lambda v: isinstance(v, list) and all(p in profiles for p in v),
+        f"list LocalAI profile names ({', '.join(sorted(profiles))}) the folder is built for from its shared files alone",
+        'e.g. profiles = ["cpu"]',
+    )
+    exempt = _exempt(entry, where, matrix)
+    return InstallShOverride(
+        tuple(normalized_name(n) for n in no_deps),
+        out_of_scope,
+        accels,
+        FrozenDict({a: tuple(u.rstrip("/") for u in urls) for a, urls in sorted(extra.items())}),
+        tuple(prelock),
+        FrozenDict(sorted(not_lockable.items())),
+        tuple(built_for),
+        FrozenDict(
+            (a, FrozenDict(sorted((normalized_name(p), why.strip()) for p, why in projects.items())))
+            for a, projects in sorted(exempt.items())
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class LocalAIConventions:
     profiles: FrozenDict[str, Profile]
@@ -165,83 +251,9 @@ class LocalAIConventions:
         for accel, urls in table.get("index_aliases", {}).items():
             matrix.get(accel, context=f"{path} [localai.index_aliases] {accel}")
             aliases[accel] = tuple(u.rstrip("/") for u in urls)
-        overrides = {}
-        for folder, entry in table.get("overrides", {}).items():
-            where = f"{path} [localai.overrides.{folder}]"
-            unknown = sorted(set(entry) - _OVERRIDE_KEYS)
-            if unknown:
-                raise LocalAILayoutError(
-                    f"{where}: unknown key(s) {', '.join(unknown)}. Fix: use {', '.join(sorted(_OVERRIDE_KEYS))}."
-                )
-            checked = functools.partial(_checked_override, entry, where)
-            accelerators_named = functools.partial(_accelerators_named, matrix, where)
-            no_deps = checked(
-                "no_deps", [], lambda v: isinstance(v, list) and all(isinstance(n, str) and n for n in v),
-                "be a list of project names", 'e.g. no_deps = ["chatterbox-tts"]',
-            )
-            out_of_scope = checked(
-                "out_of_scope", None, lambda v: v is None or (isinstance(v, str) and bool(v.strip())),
-                "say why, as a sentence", 'out_of_scope = "<what install.sh does>"',
-            )
-            accels = tuple(entry.get("accelerators", ()))
-            accelerators_named("accelerators", accels)
-            extra = checked(
-                "extra_indexes", {},
-                lambda v: isinstance(v, dict) and all(
-                    isinstance(urls, list) and urls and all(isinstance(u, str) and "://" in u for u in urls) for urls in v.values()
-                ),
-                "map an accelerator to the index URLs its variant of this folder may name",
-                'e.g. extra_indexes = { cuda13 = ["https://wheels.vllm.ai/0.27.1/cu130"] }',
-            )
-            accelerators_named("extra_indexes", extra)
-            prelock = checked(
-                "prelock", [], lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
-                "list the accelerators whose variant of this folder uv resolves before pex locks it", 'e.g. prelock = ["cpu"]',
-            )
-            accelerators_named("prelock", prelock)
-            not_lockable = checked(
-                "not_lockable", {}, lambda v: isinstance(v, dict) and all(isinstance(r, str) and r.strip() for r in v.values()),
-                "map an accelerator to why its variant of this folder cannot be locked here, as a sentence",
-                'e.g. not_lockable = { cpu = "<what fails, measured>" }',
-            )
-            accelerators_named("not_lockable", not_lockable)
-            built_for = checked(
-                "profiles", [], lambda v: isinstance(v, list) and all(p in profiles for p in v),
-                f"list LocalAI profile names ({', '.join(sorted(profiles))}) the folder is built for from its shared files alone",
-                'e.g. profiles = ["cpu"]',
-            )
-            exempt = checked(
-                "exempt", {},
-                lambda v: isinstance(v, dict) and all(
-                    isinstance(projects, dict) and projects
-                    and all(isinstance(why, str) and why.strip() for why in projects.values())
-                    for projects in v.values()
-                ),
-                "map an accelerator to {project = why}: the projects its `forbidden` names that this folder's variant "
-                "may hold, each with why it holds no GPU runtime",
-                'e.g. exempt = { cpu = { "nvidia-ml-py" = "pure Python: loads libnvidia-ml only when called" } }',
-            )
-            accelerators_named("exempt", exempt)
-            for accel, projects in exempt.items():
-                spared = [p for p in projects if not matrix.accelerators[accel].forbidden_in([normalized_name(p)])]
-                if spared:
-                    raise LocalAILayoutError(
-                        f"{where}: exempt names {', '.join(spared)} for {accel}, whose `forbidden` list does not "
-                        f"name {'it' if len(spared) == 1 else 'them'}. Fix: drop {'it' if len(spared) == 1 else 'them'} from exempt."
-                    )
-            overrides[folder] = InstallShOverride(
-                tuple(normalized_name(n) for n in no_deps),
-                out_of_scope,
-                accels,
-                FrozenDict({a: tuple(u.rstrip("/") for u in urls) for a, urls in sorted(extra.items())}),
-                tuple(prelock),
-                FrozenDict(sorted(not_lockable.items())),
-                tuple(built_for),
-                FrozenDict(
-                    (a, FrozenDict(sorted((normalized_name(p), why.strip()) for p, why in projects.items())))
-                    for a, projects in sorted(exempt.items())
-                ),
-            )
+        overrides = {
+            folder: _override(folder, entry, matrix, profiles, path) for folder, entry in table.get("overrides", {}).items()
+        }
         return cls(FrozenDict(profiles), FrozenDict(family), FrozenDict(aliases), FrozenDict(overrides))
 
     def profile_of(self, accelerator: str) -> Profile | None:

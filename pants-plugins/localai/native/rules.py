@@ -428,19 +428,34 @@ def engine_record_json(*, name: str, cpu_level: str, library: str, lib_sha256: s
     )
 
 
+async def _ggml_archive(field_set: NativeEngineFieldSet) -> tuple[Address, ArchiveFile]:
+    """The pinned archive the engine's ggml (and an upstream engine's sources) come from."""
+    address = field_set.address
+    archive = await Get(
+        Targets,
+        UnparsedAddressInputs(
+            [field_set.ggml_archive.value], owning_address=address, description_of_origin=f"the `ggml_archive` field of {address}"
+        ),
+    )
+    return archive[0].address, await Get(ArchiveFile, Address, archive[0].address)
+
+
+async def _engine_header(field_set: NativeEngineFieldSet, build: NativeEngineBuild) -> tuple[str, Digest]:
+    """The engine's public header at the digest's root: the archive's, which the driver copied next
+    to the library, for an upstream engine; the target's own source otherwise."""
+    if field_set.upstream():
+        header_path = os.path.basename(field_set.header.value)
+        return header_path, await Get(Digest, DigestSubset(build.digest, PathGlobs([header_path])))
+    header_path = f"{field_set.address.spec_path}/{field_set.header.value}"
+    digest = await Get(Digest, DigestSubset(build.sources, PathGlobs([header_path])))
+    return os.path.basename(header_path), await Get(Digest, RemovePrefix(digest, os.path.dirname(header_path)))
+
+
 @rule(desc="Package a native engine", level=LogLevel.DEBUG)
 async def package_native_engine(field_set: NativeEngineFieldSet, table: CpuLevelTable) -> BuiltPackage:
     address = field_set.address
     table.check(field_set.cpu_level.value, str(address))
-    archive = await Get(
-        Targets,
-        UnparsedAddressInputs(
-            [field_set.ggml_archive.value],
-            owning_address=address,
-            description_of_origin=f"the `ggml_archive` field of {address}",
-        ),
-    )
-    source = await Get(ArchiveFile, Address, archive[0].address)
+    archive_address, source = await _ggml_archive(field_set)
     library = field_set.library.value
     test_binary = field_set.test_binary.value
     if field_set.include_test_binary.value and not test_binary:
@@ -458,7 +473,7 @@ async def package_native_engine(field_set: NativeEngineFieldSet, table: CpuLevel
             cpu_level=field_set.cpu_level.value,
             artifacts=built,
             settings=GgmlSettings(
-                archive=archive[0].address,
+                archive=archive_address,
                 ggml_subdir=field_set.ggml_subdir.value,
                 cmake_options=tuple(sorted((field_set.cmake_options.value or {}).items())),
                 ggml_defines=tuple(field_set.ggml_defines.value or ()),
@@ -468,43 +483,24 @@ async def package_native_engine(field_set: NativeEngineFieldSet, table: CpuLevel
         ),
     )
     build_digest = await Get(Digest, DigestSubset(build.digest, PathGlobs(artifacts)))
-    if upstream:
-        # The driver copied the archive's header next to the library.
-        header_path = os.path.basename(field_set.header.value)
-        header_digest = await Get(Digest, DigestSubset(build.digest, PathGlobs([header_path])))
-    else:
-        header_path = f"{address.spec_path}/{field_set.header.value}"
-        header_digest = await Get(Digest, DigestSubset(build.sources, PathGlobs([header_path])))
-        header_digest = await Get(Digest, RemovePrefix(header_digest, os.path.dirname(header_path)))
+    header_name, header_digest = await _engine_header(field_set, build)
     lib_contents = await Get(DigestContents, DigestSubset(build.digest, PathGlobs([library])))
     if not lib_contents:
         raise NativeBuildError(f"{address}: the CMake project built no {library}")
-    lib_sha = hashlib.sha256(lib_contents[0].content).hexdigest()
-    header_name = os.path.basename(header_path)
-    meta = await Get(
-        Digest,
-        CreateDigest(
-            [
-                FileContent(
-                    BUILD_RECORD,
-                    engine_record_json(
-                        name=os.path.basename(address.spec_path),
-                        cpu_level=field_set.cpu_level.value,
-                        library=library,
-                        lib_sha256=lib_sha,
-                        header=header_name,
-                        ggml=build.ggml,
-                        source=source.source_record(archive[0].address),
-                        upstream=(
-                            {"subdir": upstream.subdir, "exports": list(upstream.exports),  # of `source`
-                             "defines": list(upstream.defines)}
-                            if upstream else None
-                        ),
-                    ),
-                )
-            ]
+    record = engine_record_json(
+        name=os.path.basename(address.spec_path),
+        cpu_level=field_set.cpu_level.value,
+        library=library,
+        lib_sha256=hashlib.sha256(lib_contents[0].content).hexdigest(),
+        header=header_name,
+        ggml=build.ggml,
+        source=source.source_record(archive_address),
+        upstream=(
+            {"subdir": upstream.subdir, "exports": list(upstream.exports), "defines": list(upstream.defines)}  # of `source`
+            if upstream else None
         ),
     )
+    meta = await Get(Digest, CreateDigest([FileContent(BUILD_RECORD, record)]))
     out_dir = field_set.output_path.value or f"{address.spec_path}/{address.target_name}"
     merged = await Get(Digest, MergeDigests([build_digest, header_digest, meta]))
     final = await Get(Digest, AddPrefix(merged, out_dir))

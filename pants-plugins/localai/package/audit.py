@@ -29,35 +29,13 @@ from pants.engine.fs import (
 )
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.option.option_types import BoolOption, StrListOption
-from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
-from pants.util.strutil import softwrap
 
 from localai.model.accelerators import MATRIX_PATH, Accelerator, canonical_soname, is_gpu_runtime
 from localai.model.artifact import BackendPex, BackendVariantFieldSet, PexTree, VariantPexRequest
 from localai.model.folder import ARTIFACT
 from localai.model.variant import BackendVariant, BackendVariantRequest
 from localai.scripts import script_file
-
-
-class AuditSubsystem(Subsystem):
-    options_scope = "localai-audit"
-    name = "localai-audit"
-    help = "The accelerator audit of backend lockfiles and artifacts (runs in `pants lint`)."
-
-    skip = BoolOption(default=False, help="Do not run the audit in `pants lint`.")
-    package_accelerators = StrListOption(
-        default=["cpu"],
-        help=softwrap(
-            """
-            Accelerators whose variants `pants lint` builds to audit the artifact (contents and
-            size budget), and whose artifacts `pants package` audits as it builds them (an ELF
-            file that cannot load where the artifact runs fails it; a host library or the size
-            budget is a warning). Others are audited on their lockfile only.
-            """
-        ),
-    )
 
 
 def project_of_wheel(filename: str) -> str:

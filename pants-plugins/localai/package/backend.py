@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import PurePath
 
-from pants.backend.python.pip_requirement import PipRequirement
 from pants.backend.python.target_types import EntryPoint, PexLayout
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex import CompletePlatforms, Pex, PexRequest
@@ -43,68 +41,21 @@ from localai.errors import LocalAIError
 from localai.model.accelerators import python_version_of
 from localai.model.artifact import BackendPex, BackendVariantFieldSet, PexTree, VariantPexRequest
 from localai.model.folder import ARTIFACT, BUILD_RECORD, ENVELOPE_NAME, PORTABLE_PYTHON_DIR, PROVENANCE_NAME, RUN_SH, SBOM_NAME
-from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
-from localai.model.variant import BackendVariant, BackendVariantRequest, PinPolicyError, Variant
+from localai.model.variant import Variant
 from localai.model.wheelhouse import WheelhouseUrls, WheelhouseUrlsRequest
 from localai.oci.image import BackendImage, BackendImageRequest, image_dir
-from localai.package.audit import ArtifactAudit, AuditSubsystem, BuiltArtifact, built_artifact
+from localai.package.audit import ArtifactAudit, BuiltArtifact, built_artifact
 from localai.package.cross_downloads import CrossDownloads, CrossDownloadsRequest
+from localai.package.inputs import VariantInputs, VariantInputsRequest
+from localai.package.options import AuditSubsystem
 from localai.package.pex_assembly import SplitPexRequest
 from localai.package.portable_python import PortablePython, PortablePythonRequest
 from localai.package.records import folder_records
 from localai.package.signing import ProvenanceEnvelope, ProvenanceEnvelopeRequest
 from localai.package.source_checkout import SourceCheckout, SourceCheckoutRequest
-from localai.package.sources import BackendSources, BackendSourcesRequest
-from localai.target_types import BACKEND_LAYOUT, LOCALAI_LAYOUT
+from localai.package.sources import BackendSources
 
 logger = logging.getLogger(__name__)
-
-# Needed to compile backend.proto at build time, not at run time: kept out of the PEX.
-BUILD_ONLY_REQUIREMENT = "grpcio-tools"
-
-
-class GrpcToolsMissingError(LocalAIError):
-    pass
-
-
-class ExtraIndexMismatchError(LocalAIError):
-    pass
-
-
-def check_extra_indexes(variant: Variant, layered: LayeredRequirements) -> None:
-    """The indexes its resolve sees (BUILD's extra_indexes -> its pip options) are the ones its
-    requirement files name and [localai.overrides.<folder>] declares: else the BUILD file is stale."""
-    if layered.extra_indexes == variant.extra_indexes:
-        return
-    raise ExtraIndexMismatchError(
-        f"{variant.address}: its requirement files name the extra indexes [{', '.join(layered.extra_indexes)}] "
-        f"(declared in [localai.overrides.{PurePath(variant.directory).name}] of 3rdparty/accelerators.toml), but "
-        f"{variant.directory}/BUILD gives its resolve [{', '.join(variant.extra_indexes)}] ({variant.pip_options}). "
-        f"Fix: run `./pants localai-import {PurePath(variant.directory).parent}`, then "
-        f"`./pants generate-lockfiles --resolve={variant.resolve}`."
-    )
-
-
-class PexToolError(LocalAIError):
-    pass
-
-
-def runtime_requirements(variant: Variant, layered: LayeredRequirements, layout: str = BACKEND_LAYOUT) -> tuple[str, ...]:
-    """The variant's requirements the PEX carries; refuses what cannot be packaged, naming the fix.
-    An imported LocalAI folder's stubs come from the `grpc-stubs` resolve, so it needs no grpcio-tools
-    (a grpcio-tools line of its own is locked as LocalAI installs it, and kept out of the PEX too)."""
-    if layered.unsatisfied:
-        raise PinPolicyError(
-            f"{variant.address}: the {variant.accelerator.name} variant cannot be built here: " + "; ".join(layered.unsatisfied)
-        )
-    by_name = {PipRequirement.parse(r).project_name.lower(): r for r in layered.requirements}
-    if BUILD_ONLY_REQUIREMENT not in by_name and layout != LOCALAI_LAYOUT:
-        raise GrpcToolsMissingError(
-            f"{variant.address}: {variant.directory}/requirements.txt must pin grpcio-tools (the "
-            "build compiles backend.proto with it, from the same lock as grpcio/protobuf)."
-        )
-    return tuple(r for name, r in by_name.items() if name != BUILD_ONLY_REQUIREMENT)
-
 
 @dataclass(frozen=True)
 class BackendPexRequest:
@@ -212,33 +163,25 @@ def check_audit(address, audit: ArtifactAudit, build_file: str) -> str | None:
 
 @rule(desc="Build a backend variant's PEX", level=LogLevel.DEBUG)
 async def variant_pex(request: VariantPexRequest) -> BackendPex:
-    backend_variant = await Get(BackendVariant, BackendVariantRequest(request.address))
-    variant = backend_variant.variant
-    backend_variant.packageable_lock()  # refuses, before anything is built, a lock the audit refuses
-    layered = await Get(LayeredRequirements, RequirementsOfVariant(request.address, variant))
-    check_extra_indexes(variant, layered)
-    requirements = runtime_requirements(variant, layered, backend_variant.layout)
-    ics = InterpreterConstraints([variant.accelerator.python])
-    sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
-    return await Get(BackendPex, BackendPexRequest(variant, requirements, sources, ics))
+    inputs = await Get(VariantInputs, VariantInputsRequest(request.address))
+    return await Get(BackendPex, BackendPexRequest(inputs.variant, inputs.requirements, inputs.sources, inputs.interpreter_constraints))
 
 
 @rule(desc="Package a LocalAI backend variant", level=LogLevel.INFO)
 async def package_backend_variant(
     field_set: BackendVariantFieldSet, pex_cli: PexCli, platform: Platform, audit: AuditSubsystem
 ) -> BuiltPackage:
-    backend_variant = await Get(BackendVariant, BackendVariantRequest(field_set.address))
-    variant, lockfile, version = backend_variant.variant, backend_variant.packageable_lock(), backend_variant.version
+    inputs = await Get(VariantInputs, VariantInputsRequest(field_set.address))
+    backend_variant, variant, layered, sources, ics = (
+        inputs.backend_variant, inputs.variant, inputs.layered, inputs.sources, inputs.interpreter_constraints
+    )
+    lockfile, version = backend_variant.packageable_lock(), backend_variant.version
     pex = await Get(BackendPex, VariantPexRequest(field_set.address))
     if variant.accelerator.name in audit.package_accelerators:  # the variants `pants lint` audits built
         audited = await Get(ArtifactAudit, BuiltArtifact, built_artifact(backend_variant, pex.digest))
         warning = check_audit(field_set.address, audited, f"{field_set.address.spec_path}/BUILD")
         if warning:
             logger.warning(warning)
-    # What the PEX was built from (memoized: the same requests variant_pex made), for the records.
-    layered = await Get(LayeredRequirements, RequirementsOfVariant(field_set.address, variant))
-    ics = InterpreterConstraints([variant.accelerator.python])
-    sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
     # The pinned portable CPython is an x86_64 build: a cross-built folder runs on the host's python3.11.
     portable = (
         PortablePython(EMPTY_DIGEST)
@@ -277,6 +220,10 @@ async def package_backend_variant(
             BuiltPackageArtifact(f"{image_dir(variant.backend, variant.name)}/", (f"OCI image {image.manifest_digest}",)),
         ),
     )
+
+
+class PexToolError(LocalAIError):
+    pass
 
 
 def pex_tool_sha256(pex_cli: PexCli, platform: Platform) -> str:

@@ -146,7 +146,7 @@ def test_a_variant_with_extra_indexes_needs_its_own_pip_options_in_pants_toml() 
 
 
 def test_packaging_refuses_extra_indexes_the_requirement_files_do_not_name() -> None:
-    from localai.package.backend import ExtraIndexMismatchError, check_extra_indexes
+    from localai.package.inputs import ExtraIndexMismatchError, check_extra_indexes
     from localai.package.records import backend_record_json
 
     variant = Variant.of(Address("backends/localai/llm", target_name="cuda13"), MATRIX.accelerators["cuda13"], extra_indexes=(OWN_INDEX,))

@@ -39,18 +39,15 @@ from pants.engine.fs import (
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import Targets
-from pants.option.option_types import StrOption
-from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
-from pants.util.strutil import help_text
 
 from localai.errors import LocalAIError
 from localai.model.folder import PORTABLE_PYTHON_DIR
+from localai.package.options import PortablePythonSubsystem
 from localai.scripts import script_file
 
 SCRIPT = "portable_python_unpack.py"  # run as a process (package/scripts/)
 OPTION = "[localai-portable-python].archive"
-PINNED = "//3rdparty/portable-python:cpython-3.11-x86_64-linux-gnu"
 
 # run.sh, what LocalAI executes: one owner for both launchers.
 HOST_RUN_SH = """#!/bin/sh
@@ -71,26 +68,6 @@ exec "$dir/{exe}" "$dir/backend.pex" "$@"
 
 class PortablePythonError(LocalAIError):
     pass
-
-
-class PortablePythonSubsystem(Subsystem):
-    options_scope = "localai-portable-python"
-    help = "The portable CPython (python-build-standalone `install_only`) that backend folders and images carry."
-
-    archive = StrOption(
-        default="",
-        help=help_text(
-            f"""
-            Address of a `file` target whose one file is a python-build-standalone `install_only`
-            archive (python/bin/python3.X, python/lib/python3.X/...), e.g. the pinned
-            `{PINNED}`. Set: every backend folder carries it unpacked as python/ and run.sh
-            starts backend.pex with it (LocalAI's PORTABLE_PYTHON). Empty: run.sh uses the
-            host's python3.11. To use a mirror or a local copy of the pinned archive, declare
-            `file(source=http_source(url=<mirror or file:///path>, len=..., sha256=<the same>))`
-            or `file(source="<archive in the repo>")` and name that target here.
-            """
-        ),
-    )
 
 
 @dataclass(frozen=True)

@@ -15,17 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pants.backend.python.subsystems.python_tool_base import PythonToolRequirementsBase
 from pants.backend.python.util_rules.pex import Pex, PexProcess, PexRequest
 from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, DigestContents, DigestSubset, FileContent, MergeDigests, PathGlobs
 from pants.engine.process import FallibleProcessResult
 from pants.engine.rules import Get, collect_rules, rule
-from pants.option.option_types import StrOption
 from pants.util.logging import LogLevel
-from pants.util.strutil import help_text
 
 from localai.errors import LocalAIError
 from localai.model.folder import ENVELOPE_NAME, PROVENANCE_NAME
+from localai.package.options import Signing
 from localai.scripts import script_file
 
 # DSSE envelope of provenance.intoto.json: not a `.sigstore` bundle (no certificate, no
@@ -33,37 +31,6 @@ from localai.scripts import script_file
 # --key`, in-toto and securesystemslib all read.
 SCRIPT = "dsse_tool.py"
 KEY_IN_SANDBOX = "signing-key.pem"
-
-
-class Signing(PythonToolRequirementsBase):
-    options_scope = "localai-signing"
-    help = help_text(
-        """
-        Sign each backend folder's provenance statement (provenance.intoto.json) as a DSSE
-        envelope (provenance.intoto.dsse.json, beside it and in the OCI image); check one with
-        `./pants localai-verify --public-key=<pem> <folder or image>`.
-        """
-    )
-
-    default_version = "cryptography==50.0.2"
-    default_requirements = ["cryptography"]
-    # Registered so that to_pex_request can tell they are left default: then the resolve's own apply.
-    register_interpreter_constraints = True
-    # Never read: pants.toml installs the signer from the `signing` resolve
-    # ([localai-signing].install_from_resolve), locked with ./pants generate-lockfiles.
-    default_lockfile_resource = ("localai.package", "signing.lock")
-
-    key_file = StrOption(
-        default="",
-        help=help_text(
-            """
-            PEM private key (Ed25519 or ECDSA P-256, unencrypted) that signs the provenance, a
-            path relative to the build root. Empty (the default): no envelope is written. The file
-            must be visible to Pants (not listed in .gitignore or pants_ignore); never commit it:
-            CI writes it from a secret into the throw-away checkout.
-            """
-        ),
-    )
 
 
 class SigningKeyError(LocalAIError):

@@ -13,29 +13,14 @@ from pathlib import Path
 
 from pants.base.build_environment import get_buildroot
 from pants.engine.rules import Get, collect_rules, rule
-from pants.option.option_types import StrOption
-from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 from pants.vcs.git import GitWorktreeRequest, MaybeGitWorktree
+
+from localai.package.options import SourceRepositorySubsystem
 
 logger = logging.getLogger(__name__)
 
 NO_CHECKOUT = "no checkout: built outside a git work tree, so no commit is named"
-
-
-class SourceRepositorySubsystem(Subsystem):
-    options_scope = "localai-source"
-    help = "The source repository that provenance statements name (with the commit git reports)."
-
-    repository = StrOption(
-        "--repository",
-        default="",
-        help=(
-            "The repository's URI as provenance names it, e.g. https://github.com/<owner>/<repo> "
-            "(CI: `PANTS_LOCALAI_SOURCE_REPOSITORY=${{ github.server_url }}/${{ github.repository }}`). "
-            "Not read from git's remotes, which differ between clones of the same commit."
-        ),
-    )
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ SAMPLE_BYTES = 1 << 20
 MTIME = 0  # no build time in any byte; SOURCE_DATE_EPOCH is not needed
 OWN_LAYER_BYTES = 1024 * 1024  # every wheel of 1 MiB or more: sharing below that saves little
 GZIP_LEVEL = 6
-# Under the packed PEX (package/records.py ARTIFACT): files its lock and pex version decide.
+# Under the packed PEX (model/folder.py ARTIFACT): files its lock and pex version decide.
 LOCKED_PREFIXES = ("backend.pex/.deps/", "backend.pex/.bootstrap")
 
 
