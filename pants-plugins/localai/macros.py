@@ -22,7 +22,7 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                         `:<accel>-index`, the OCI image index of both platforms' images
     arm64_tags:         tags of the arm64 variants and their index instead of `tags` (e.g.
                         ["by-hand"]: left out of `::`; a test that needs one still builds it, as
-                        CI's emulated minilm-ggml and whisper tests do)
+                        CI's emulated minilm-ggml test does; whisper's is by hand)
     arm64_engines:      the engines' aarch64 builds the arm64 variants carry instead of `engines`
                         (e.g. "engines/minilm:arm64-neon"); required with arm64=[...] and engines=[...]
     prelock:            accelerators whose variant uv resolves before pex locks it
