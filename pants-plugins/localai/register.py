@@ -4,13 +4,21 @@ Rooms: model/ (what a variant is), package/ (the backend PEX, folder and records
 image and its push), upstream/ (LocalAI's own folders), goals/ (generated outputs), lint/
 (audit and staleness checks), native/ (C++ engines, registered as `localai.native`).
 """
+from pants.build_graph.build_file_aliases import BuildFileAliases
+
 from localai import target_types as localai_target_types
+from localai.errors import LocalAIError
 from localai.goals import bundle, ci_matrix, claims, export, gallery, lock, platform_lockfiles, prelock, prelock_inputs, resolves, status, verify
 from localai.lint import audit, zizmor
 from localai.model import accelerators, lockfile, requirements, variant, wheelhouse
 from localai.oci import image, index, publish
 from localai.package import backend, cross_downloads, pex_assembly, portable_python, proto, signing, source_checkout, sources
 from localai.upstream import git_pins, importer, layout, proto_diff, report
+
+
+def build_file_aliases():
+    # The prelude (macros.py) cannot import: it raises the plugin's one error type by this name.
+    return BuildFileAliases(objects={"LocalAIError": LocalAIError})
 
 
 def target_types():
