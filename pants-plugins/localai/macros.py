@@ -128,7 +128,11 @@ def _check_backend_arguments(**arguments):
     expectations = {
         "accelerators": (lambda v: _is_names(v, non_empty=True), "a non-empty list of accelerator names (3rdparty/accelerators.toml)", '["cpu", "cuda13"]'),
         "size_budget_mb": (lambda v: _is_mapping(v, _is_mb), "a dict {variant: MB}, MB a whole number > 0", '{"cpu": 800}'),
-        "not_lockable_here": (lambda v: _is_mapping(v, _is_note), "a dict {variant: reason}, the reason a non-empty string", '{"rocm": "the rocm index is unreachable here"}'),
+        "not_lockable_here": (
+            lambda v: _is_mapping(v, _is_note),
+            "a dict {variant: reason}, the reason a non-empty string",
+            '{"rocm": "the rocm index is unreachable here"}',
+        ),
         "version": (_is_note, "a non-empty version string", '"0.1.0"'),
         "engines": (_is_names, "a list of native engine target addresses", '["engines/minilm:avx2"]'),
         "libraries": (_is_names, "a list of localai_sources target addresses", '["engines/minilm:binding"]'),
