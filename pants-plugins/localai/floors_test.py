@@ -19,8 +19,8 @@ FLOORS = (
     ("model",),
     ("native", "oci"),
     ("package",),
-    ("lint",),
     ("goals",),
+    ("lint",),
     ("register",),
 )
 FLOOR_OF = {room: i for i, rooms in enumerate(FLOORS, start=1) for room in rooms}  # numbered as in README.md

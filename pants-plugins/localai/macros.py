@@ -22,38 +22,44 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                         `:<accel>-index`, the OCI image index of both platforms' images
     arm64_tags:         tags of the arm64 variants and their index instead of `tags` (e.g.
                         ["by-hand"]: left out of `::`; a test that needs one still builds it, as
-                        CI's emulated minilm-ggml and whisper tests do)
+                        CI's emulated minilm-ggml test does; whisper's is by hand)
     arm64_engines:      the engines' aarch64 builds the arm64 variants carry instead of `engines`
                         (e.g. "engines/minilm:arm64-neon"); required with arm64=[...] and engines=[...]
     prelock:            accelerators whose variant uv resolves before pex locks it
                         (`./pants localai-prelock`: exact pins in the resolve's own pip options)
     """
-    if not accelerators or isinstance(accelerators, str):
-        raise ValueError(
-            f"{build_file_dir()}/BUILD: localai_backend(accelerators=[...]) needs a non-empty list "
-            "of accelerator names, e.g. accelerators=[\"cpu\", \"cuda13\"]"
-        )
+    _check_backend_arguments(
+        accelerators=accelerators, size_budget_mb=size_budget_mb, not_lockable_here=not_lockable_here, version=version,
+        engines=engines, libraries=libraries, tags=tags, arm64=arm64, arm64_tags=arm64_tags, arm64_engines=arm64_engines,
+        prelock=prelock,
+    )
     size_budget_mb = size_budget_mb or {}
     not_lockable_here = not_lockable_here or {}
     variants = [*accelerators, *(f"{accel}-arm64" for accel in arm64)]
     for key in list(size_budget_mb) + list(not_lockable_here):
         if key not in variants:
-            raise ValueError(
-                f"{build_file_dir()}/BUILD: '{key}' is given a budget or a note but is not a variant: "
-                f"accelerators={list(accelerators)}, arm64={list(arm64)} ('<accelerator>-arm64')"
+            _backend_error(
+                f"'{key}' is given a budget or a note but is not a variant: "
+                f"accelerators={list(accelerators)}, arm64={list(arm64)} ('<accelerator>-arm64')",
+                f"Name one of {variants} as the key, or declare the variant.",
             )
     for option, accels in (("arm64", arm64), ("prelock", prelock)):
         for accel in accels:
             if accel not in accelerators:
-                raise ValueError(f"{build_file_dir()}/BUILD: {option}=[...] names '{accel}', which is not in accelerators={list(accelerators)}")
+                _backend_error(
+                    f"{option}=[...] names '{accel}', which is not in accelerators={list(accelerators)}",
+                    f"Add '{accel}' to accelerators=[...] or remove it from {option}=[...].",
+                )
     if arm64 and engines and not arm64_engines:
-        raise ValueError(
-            f"{build_file_dir()}/BUILD: arm64=[...] with engines=[...] needs arm64_engines=[...]: the engines' "
-            "aarch64 builds the arm64 variants carry (e.g. \"engines/minilm:arm64-neon\"; levels in "
-            "backends/common/cpu_levels.json)"
+        _backend_error(
+            "arm64=[...] with engines=[...] needs arm64_engines=[...]: the engines' "
+            "aarch64 builds the arm64 variants carry",
+            "Add arm64_engines=[...], e.g. arm64_engines=[\"engines/minilm:arm64-neon\"] (levels in "
+            "backends/common/cpu_levels.json).",
         )
     if arm64_engines and not arm64:
-        raise ValueError(f"{build_file_dir()}/BUILD: arm64_engines=[...] without arm64=[...]: no variant would carry them")
+        _backend_error("arm64_engines=[...] without arm64=[...]: no variant would carry them",
+                       "Add arm64=[...] naming the accelerators that get an arm64 variant, or drop arm64_engines.")
     localai_sources(name="src", dependencies=["backends/common", "backends/proto", *libraries], **kwargs)
     # The same files as a library of the tests resolve, for unit tests in tests/.
     python_sources(name="py", dependencies=["backends/common:py", "backends/proto"])
@@ -85,6 +91,61 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
         )
         # One OCI image index over both platforms' images (oci/index.py).
         localai_image_index(name=f"{accel}-index", variants=[f":{accel}", f":{name}"], tags=arm64_tags)
+
+
+def _backend_error(cause, fix):
+    """A wrong localai_backend(...) argument: LocalAIError (the plugin's errors.py, given to BUILD
+    files by register.py's build_file_aliases) naming the BUILD file, the argument and the fix."""
+    raise LocalAIError(f"localai_backend(...): {cause}", file=f"{build_file_dir()}/BUILD", fix=fix)
+
+
+def _is_names(value, allow_none=False, non_empty=False):
+    if value is None:
+        return allow_none
+    return (
+        isinstance(value, (list, tuple))
+        and all(isinstance(x, str) and x.strip() for x in value)
+        and (bool(value) or not non_empty)
+    )
+
+
+def _is_mapping(value, check):
+    return value is None or (
+        isinstance(value, dict) and all(isinstance(k, str) and check(v) for k, v in value.items())
+    )
+
+
+def _is_mb(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _is_note(value):
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _check_backend_arguments(**arguments):
+    # argument: (check, what is expected, a right value); a local: prelude globals must be hashable
+    expectations = {
+        "accelerators": (lambda v: _is_names(v, non_empty=True), "a non-empty list of accelerator names (3rdparty/accelerators.toml)", '["cpu", "cuda13"]'),
+        "size_budget_mb": (lambda v: _is_mapping(v, _is_mb), "a dict {variant: MB}, MB a whole number > 0", '{"cpu": 800}'),
+        "not_lockable_here": (
+            lambda v: _is_mapping(v, _is_note),
+            "a dict {variant: reason}, the reason a non-empty string",
+            '{"rocm": "the rocm index is unreachable here"}',
+        ),
+        "version": (_is_note, "a non-empty version string", '"0.1.0"'),
+        "engines": (_is_names, "a list of native engine target addresses", '["engines/minilm:avx2"]'),
+        "libraries": (_is_names, "a list of localai_sources target addresses", '["engines/minilm:binding"]'),
+        "tags": (lambda v: _is_names(v, allow_none=True), "a list of tags", '["by-hand"]'),
+        "arm64": (_is_names, "a list of accelerator names that also get a linux/arm64 variant", '["cpu"]'),
+        "arm64_tags": (lambda v: _is_names(v, allow_none=True), "a list of tags of the arm64 variants", '["by-hand"]'),
+        "arm64_engines": (_is_names, "a list of the engines' aarch64 build addresses", '["engines/minilm:arm64-neon"]'),
+        "prelock": (_is_names, "a list of accelerator names", '["cpu"]'),
+    }
+    for name, value in arguments.items():
+        check, expected, example = expectations[name]
+        if not check(value):
+            _backend_error(f"{name}={value!r}: expected {expected}", f"Write e.g. {name}={example}.")
 
 
 def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=None, cpptests_level="avx2",

@@ -7,6 +7,7 @@ oci/ (the image and its push), package/ (the backend PEX, folder, records and au
 from pants.build_graph.build_file_aliases import BuildFileAliases
 
 from localai import target_types as localai_target_types
+from localai.errors import LocalAIError
 from localai.goals import (
     bundle,
     ci_matrix,
@@ -24,7 +25,7 @@ from localai.goals import (
     status,
     verify,
 )
-from localai.lint import audit, zizmor
+from localai.lint import audit, generated, zizmor
 from localai.model import accelerators, git_pins, localai_layout, lockfile, requirements, variant, wheelhouse
 from localai.native import cpu_levels, model_conversion
 from localai.native import rules as native_rules
@@ -35,8 +36,9 @@ from localai.package import backend, cross_downloads, inputs, pex_assembly, port
 
 
 def build_file_aliases():
-    # The CPU level names for BUILD files and the prelude (the localai_engine macro's default).
-    return BuildFileAliases(objects={"LOCALAI_CPU_LEVELS": cpu_levels.CPU_LEVELS})
+    # For BUILD files and the prelude (macros.py), which cannot import: the CPU level names (the
+    # localai_engine macro's default) and the plugin's one error type, which the macros raise.
+    return BuildFileAliases(objects={"LOCALAI_CPU_LEVELS": cpu_levels.CPU_LEVELS, "LocalAIError": LocalAIError})
 
 
 def target_types():
@@ -72,6 +74,7 @@ def rules():
         *package_audit.rules(),
         *audit.rules(),
         *zizmor.rules(),
+        *generated.rules(),
         *claims.rules(),
         *status.rules(),
         *gallery.rules(),

@@ -30,6 +30,7 @@ def make_rule_runner(*query_rules, extra_target_types=()) -> RuleRunner:
     from localai import register
 
     runner = LocalAIRuleRunner(
+        aliases=[register.build_file_aliases()],
         rules=[*core.rules(), *python_backend.rules(), *register.rules(), *query_rules],
         target_types=[
             *core.target_types(),

@@ -4,11 +4,13 @@
 with `pip download` of exactly the exported pins (pip checks every hash; it uses pip's cache, and
 the network only for wheels not cached yet), then installs offline: `--no-index --find-links`,
 `--require-hashes`, into a new venv, and imports the backend's main dependency (kittentts).
+uv is the project's pinned one (the `uv` resolve, lockfiles/uv.lock, that `./pants localai-prelock`
+runs), packaged by Pants as tools/uv.pex (tests/integration:uv), so CI runs the uv install too.
 """
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 EXPORT = Path("export/kitten-tts-cpu")
+UV = Path("tools/uv.pex")  # tests/integration:uv, a runtime package of this test
 
 
 def run(*cmd, **kw) -> subprocess.CompletedProcess:
@@ -64,12 +67,26 @@ def test_a_tampered_hash_is_refused(tmp_path, wheels) -> None:
     assert "THESE PACKAGES DO NOT MATCH THE HASHES" in res.stderr
 
 
-@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed on this machine")
+def uv(tmp_path: Path, *args) -> subprocess.CompletedProcess:
+    """The pinned uv, from its PEX: its own PEX_ROOT and cache, no host uv configuration."""
+    env = {"PEX_ROOT": str(tmp_path / "pex_root"), "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_NO_CONFIG": "1"}
+    return subprocess.run(
+        [sys.executable, str(UV), *map(str, args)], env={**os.environ, **env}, capture_output=True, text=True
+    )
+
+
+def test_the_uv_is_the_pinned_one(tmp_path) -> None:
+    pinned = re.search(r"uv==([0-9.]+)", Path("3rdparty/uv/BUILD").read_text()).group(1)
+    res = uv(tmp_path, "--version")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split()[:2] == ["uv", pinned], res.stdout
+
+
 def test_uv_installs_the_export_offline(tmp_path, wheels) -> None:
     venv = tmp_path / "venv"
     assert run(sys.executable, "-m", "venv", venv).returncode == 0
-    res = run(
-        "uv", "pip", "install", "--python", venv / "bin/python", "--no-index", "--find-links", wheels,
+    res = uv(
+        tmp_path, "pip", "install", "--python", venv / "bin/python", "--no-index", "--find-links", wheels,
         "--require-hashes", "-r", EXPORT / "requirements.txt",
     )
     assert res.returncode == 0, res.stderr[-3000:]

@@ -15,7 +15,8 @@ from pants.engine.addresses import Address
 from pants.testutil.rule_runner import QueryRule
 
 from localai.goals.prelock import PrelockGoal
-from localai.goals.resolves import PantsTomlFieldSet, ResolvesCheckRequest, ResolvesGoal
+from localai.goals.resolves import ResolvesGoal
+from localai.lint.generated import PantsTomlFieldSet, ResolvesCheckRequest
 from localai.model.prelock import split_pin_block
 from localai.testutil import PANTS_TOML, backend_files, make_rule_runner, pex_cli_options, repo_file, repo_options
 

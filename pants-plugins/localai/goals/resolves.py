@@ -23,21 +23,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pants.core.goals.lint import LintResult, LintTargetsRequest
-from pants.core.util_rules.partitions import PartitionerType
 from pants.engine.console import Console
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
-from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
-from pants.engine.target import AllUnexpandedTargets, FieldSet, SingleSourceField, Target
-from pants.option.option_types import BoolOption, SkipOption
-from pants.option.subsystem import Subsystem
+from pants.engine.rules import Get, collect_rules, goal_rule, rule
+from pants.engine.target import AllUnexpandedTargets, SingleSourceField, Target
+from pants.option.option_types import BoolOption
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
-from localai.goals.prelock_inputs import PrelockInputs, PrelockInputsRequest
-from localai.lint.stale import generated_file_result
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.prelock import PinBlock, PinBlockError, regenerate, split_pin_block
 from localai.model.variant import VARIANT_PIP_OPTIONS_DIR, Variant, is_backend_variant
@@ -283,71 +278,9 @@ class PantsTomlTarget(Target):
     help = f"{PANTS_TOML}, whose generated resolve entries `pants lint` checks against the BUILD files."
 
 
-class ResolvesCheckSubsystem(Subsystem):
-    options_scope = "localai-resolves-check"
-    name = "localai-resolves-check"
-    help = f"Checks in `pants lint` that {PANTS_TOML}'s generated resolve entries match the BUILD files."
-    skip = SkipOption("lint")
-
-
-@dataclass(frozen=True)
-class PantsTomlFieldSet(FieldSet):
-    required_fields = (PantsTomlSourceField,)
-    source: PantsTomlSourceField
-
-
-class ResolvesCheckRequest(LintTargetsRequest):
-    field_set_type = PantsTomlFieldSet
-    tool_subsystem = ResolvesCheckSubsystem
-    partitioner_type = PartitionerType.DEFAULT_SINGLE_PARTITION
-
-
-async def prelock_problems(entries: tuple[ResolveEntry, ...], update: PantsTomlUpdate) -> list[str]:
-    """A prelocked variant's pins are there and were resolved from what its resolve is now."""
-    def fix(e: ResolveEntry) -> str:
-        return f"Fix: run `{regenerate(e.resolve)}`, then `./pants generate-lockfiles --resolve={e.resolve}`, and commit both files."
-
-    problems, pinned = [], []
-    for e in entries:
-        if e.prelock and e.pip_options in update.files:
-            _, pins = split_pin_block(update.files[e.pip_options], path=e.pip_options, resolve=e.resolve)
-            if pins is None:
-                problems.append(f"{e.pip_options}: {e.directory}/BUILD sets prelock but the file has no pins yet. {fix(e)}")
-            else:
-                pinned.append((e, pins))
-    if not pinned:
-        return problems
-    by_path = await accelerator_options_of([e for e, _ in pinned])
-    inputs = await MultiGet(
-        Get(PrelockInputs, PrelockInputsRequest(e.resolve, option_lines(e, by_path[e.accelerator_pip_options]))) for e, _ in pinned
-    )
-    for (e, pins), now in zip(pinned, inputs):
-        if pins.inputs != now.digest:
-            problems.append(
-                f"{e.pip_options}: its pins are stale: the requirements, pip options, indexes or target of "
-                f"{e.resolve} changed since uv resolved them. {fix(e)}"
-            )
-    return problems
-
-
-@rule(desc="Check pants.toml's generated resolves", level=LogLevel.DEBUG)
-async def check_resolves(request: ResolvesCheckRequest.Batch) -> LintResult:
-    declared = await Get(DeclaredResolves)
-    update = await Get(PantsTomlUpdate, DeclaredResolves, declared)
-    stale = sorted(update.changed_files())
-    pins = await prelock_problems(declared.entries, update)
-    return generated_file_result(
-        ResolvesCheckRequest.tool_name,
-        ", ".join([PANTS_TOML, *stale]) if stale else PANTS_TOML,
-        current=update.updated == update.current and not stale,
-        regenerate=GOAL,
-        problems="".join(line + "\n" for line in [*orphan_lines(update), *pins]),
-    )
-
-
 def target_types():
     return (PantsTomlTarget,)
 
 
 def rules():
-    return (*collect_rules(), *ResolvesCheckRequest.rules())
+    return collect_rules()

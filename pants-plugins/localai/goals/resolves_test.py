@@ -11,15 +11,14 @@ from localai.goals.prelock_inputs import PrelockInputs, PrelockInputsRequest
 from localai.goals.resolves import (
     BEGIN,
     END,
-    PantsTomlFieldSet,
     ResolveEntry,
-    ResolvesCheckRequest,
     ResolvesConfigError,
     ResolvesGoal,
     option_lines,
     render_variant_pip_options,
     update_pants_toml,
 )
+from localai.lint.generated import PantsTomlFieldSet, ResolvesCheckRequest
 from localai.model.prelock import PinBlock
 from localai.testutil import PANTS_TOML, backend_files, make_rule_runner, resolve_options
 

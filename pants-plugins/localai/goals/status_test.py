@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from pants.engine.internals.scheduler import ExecutionError
+from pants.testutil.rule_runner import QueryRule
 
-from localai.goals.status import BASE_RPCS, StatusRow, proto_rpcs, render, served_rpcs
-from localai.testutil import repo_file
+from localai.errors import LocalAIError
+from localai.goals.status import BASE_RPCS, StatusDoc, StatusRow, UseByTest, proto_rpcs, render, served_rpcs
+from localai.testutil import backend_files, fake_lockfile, make_rule_runner, repo_file
 
 PROTO = """
 syntax = "proto3";
@@ -45,6 +48,109 @@ class Mine(Base):
     assert served_rpcs(source, proto_rpcs(PROTO)) == ("Predict", "PredictStream")
 
 
+def test_served_rpcs_sees_a_servicer_named_like_its_imported_base() -> None:
+    # LocalAI's own folders (backends/localai/embeddings-example) subclass the generated base
+    # under the same name: the class is not its own base.
+    source = '''
+import backend_pb2_grpc
+
+class BackendServicer(backend_pb2_grpc.BackendServicer):
+    def Health(self, request, context): ...
+    def Predict(self, request, context): ...
+    def TTS(self, request, context): ...
+
+class NotOne(backend_pb2_grpc.Helper):
+    def PredictStream(self, request, context): ...
+'''
+    assert served_rpcs(source, proto_rpcs(PROTO)) == ("Predict", "TTS")
+
+
+def test_a_serves_tag_must_name_a_runtime_package() -> None:
+    use = UseByTest("tests:x", "tests", ("localai-serves:backends/a:cpu",), ("backends/a:cpu-arm64",))
+    with pytest.raises(LocalAIError) as err:
+        use.serves()
+    message = str(err.value)
+    assert message.startswith("tests:x: tests/BUILD: the tag 'localai-serves:backends/a:cpu' names backends/a:cpu")
+    assert "runtime_package_dependencies ['backends/a:cpu-arm64']" in message and "Add 'backends/a:cpu'" in message
+    old = UseByTest("tests:x", "tests", ("localai-serves-model",), ("backends/a:cpu",))
+    with pytest.raises(LocalAIError, match="localai-serves:backends/a:cpu"):
+        old.serves()
+    ok = UseByTest("tests:x", "tests", ("localai-serves:backends/a:cpu", "other"), ("backends/a:cpu", "backends/b:cpu"))
+    assert ok.serves() == ("backends/a:cpu",)
+
+
+# A fake graph for compute_status: bark:cpu is served by a by-hand test only, kokoro:cpu by a test
+# CI runs, which only asks Health of silero:cpu; vad:cpu has no test.
+FAKE_BACKENDS = ("bark", "kokoro", "silero", "vad")
+FAKE_TESTS = '''
+python_tests(
+    name="bark-by-hand",
+    tags=["by-hand", "localai-serves:backends/bark:cpu"],
+    sources=["test_bark.py"],
+    runtime_package_dependencies=["backends/bark:cpu"],
+    description="By hand because it is slow. Loads a model in bark:cpu.",
+)
+python_tests(
+    name="kokoro",
+    tags=["localai-serves:backends/kokoro:cpu"],
+    sources=["test_kokoro.py"],
+    runtime_package_dependencies=["backends/kokoro:cpu", "backends/silero:cpu"],
+    description="Loads a model in kokoro:cpu; silero:cpu answers Health.",
+)
+'''
+
+
+def _status_runner(tests_build: str = FAKE_TESTS):
+    runner = make_rule_runner(QueryRule(StatusDoc, []))
+    files = {
+        "backends/proto/backend.proto": PROTO,
+        "tests/BUILD": tests_build,
+        "tests/test_bark.py": "",
+        "tests/test_kokoro.py": "",
+    }
+    for name in FAKE_BACKENDS:
+        files.update(backend_files(name, {"cpu": ""}))
+        files[f"lockfiles/{name}-cpu.lock"] = fake_lockfile({})
+        files[f"backends/{name}/backend.py"] = "class S(BaseServicer):\n    def TTS(self, request, context): ...\n"
+    runner.write_files(files)
+    resolves = {f"{n}-cpu": f"lockfiles/{n}-cpu.lock" for n in FAKE_BACKENDS}
+    pip = {f"{n}-cpu": "3rdparty/accelerators/cpu.txt" for n in FAKE_BACKENDS}
+    runner.set_options(
+        [
+            "--python-enable-resolves",
+            f"--python-resolves={resolves!r}",
+            f"--python-resolves-to-constraints-file={pip!r}",
+            # The test targets' sources are empty: no import parsing (it needs the pex tool).
+            "--python-infer-imports=false",
+            "--python-infer-conftests=false",
+            "--python-infer-init-files=never",
+        ]
+    )
+    return runner
+
+
+def test_compute_status_counts_only_what_ci_serves() -> None:
+    doc = _status_runner().request(StatusDoc, [])
+    rows = {line.split(" | ")[0][2:]: line for line in doc.content.splitlines() if line.startswith("| ") and " | cpu | " in line}
+    # columns: platforms, declared, locked, packaged, served in CI, CI no model, by hand, RPCs, note
+    assert rows["bark"] == "| bark | cpu | linux_x86_64 | yes | yes | yes | no | no | model | TTS |  |"
+    assert rows["kokoro"] == "| kokoro | cpu | linux_x86_64 | yes | yes | yes | yes | no | - | TTS |  |"
+    assert rows["silero"] == "| silero | cpu | linux_x86_64 | yes | yes | yes | no | yes | - | TTS |  |"
+    assert rows["vad"] == "| vad | cpu | linux_x86_64 | yes | yes | yes | no | no | - | TTS |  |"
+    assert doc.by_hand_without_reason == ()
+    # The catalog shows the by-hand test's reason.
+    assert "**By hand, not in CI**" in doc.content and "By hand because it is slow." in doc.content
+
+
+def test_compute_status_refuses_a_serves_tag_of_no_runtime_package_and_a_by_hand_test_without_reason() -> None:
+    wrong = FAKE_TESTS.replace('tags=["localai-serves:backends/kokoro:cpu"]', 'tags=["localai-serves:backends/vad:cpu"]')
+    with pytest.raises(ExecutionError) as err:
+        _status_runner(wrong).request(StatusDoc, [])
+    assert "tests:kokoro: tests/BUILD: the tag 'localai-serves:backends/vad:cpu' names backends/vad:cpu" in str(err.value)
+    unexplained = FAKE_TESTS.replace("By hand because it is slow. ", "")
+    assert _status_runner(unexplained).request(StatusDoc, []).by_hand_without_reason == ("tests:bark-by-hand",)
+
+
 def test_the_committed_proto_declares_the_base_and_model_rpcs() -> None:
     rpcs = proto_rpcs(repo_file("backends/proto/backend.proto"))
     assert set(BASE_RPCS) | {"TTS", "Predict", "PredictStream", "Embedding", "Rerank", "VAD", "Detect"} <= rpcs
@@ -52,11 +158,11 @@ def test_the_committed_proto_declares_the_base_and_model_rpcs() -> None:
 
 def test_render_marks_each_column() -> None:
     rows = [
-        StatusRow("kokoro", "cpu", ("linux_x86_64",), True, True, True, False, True, ("TTS",), ""),
+        StatusRow("kokoro", "cpu", ("linux_x86_64",), True, True, True, False, True, ("TTS",), "", "model"),
         StatusRow("bark", "cpu", ("linux_x86_64", "linux_aarch64"), True, True, True, True, False, ("TTS",), ""),
         StatusRow("x", "rocm", ("linux_x86_64",), False, True, False, False, False, (), "lockfiles/x-rocm.lock is committed but ..."),
     ]
     lines = render(rows).splitlines()
-    assert "| bark | cpu | linux_x86_64, linux_aarch64 | yes | yes | yes | yes | no | TTS |  |" in lines
-    assert "| kokoro | cpu | linux_x86_64 | yes | yes | yes | no | yes | TTS |  |" in lines
-    assert lines[-1].startswith("| x | rocm | linux_x86_64 | no | yes | no | no | no | - | lockfiles/x-rocm.lock")
+    assert "| bark | cpu | linux_x86_64, linux_aarch64 | yes | yes | yes | yes | no | - | TTS |  |" in lines
+    assert "| kokoro | cpu | linux_x86_64 | yes | yes | yes | no | yes | model | TTS |  |" in lines
+    assert lines[-1].startswith("| x | rocm | linux_x86_64 | no | yes | no | no | no | - | - | lockfiles/x-rocm.lock")

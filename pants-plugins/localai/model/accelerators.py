@@ -75,7 +75,7 @@ _AUDITWHEEL_HASH = re.compile(r"[.-][0-9a-f]{8}(?=\.so)")
 def python_version_of(constraint: str) -> str:
     """`CPython==3.11.*` -> `3.11`: the one CPython X.Y an accelerator's `python` names (what the
     portable interpreter, the exported environments and the lock check are for)."""
-    m = re.fullmatch(r"\s*CPython\s*==\s*(\d+\.\d+)(\.\*)?\s*", constraint)
+    m = _PYTHON.fullmatch(constraint)
     if not m:
         raise AcceleratorMatrixError(
             f"the accelerator's interpreter constraint {constraint!r} does not name one CPython X.Y",
@@ -94,6 +94,54 @@ def canonical_soname(soname: str) -> str:
 def is_gpu_runtime(soname: str) -> bool:
     name = canonical_soname(soname)
     return any(fnmatch.fnmatchcase(name, pat) for pats in GPU_RUNTIME_LIBS.values() for pat in pats)
+
+
+def _shown(value) -> str:
+    """A TOML value as the user wrote it, with its kind: `"cpu"` (a string)."""
+    kind = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "a table"}
+    shown = repr(value) if not isinstance(value, dict) else "{...}"
+    return f"{shown} ({kind.get(type(value), type(value).__name__)})"
+
+
+_PYTHON = re.compile(r"\s*CPython\s*==\s*(\d+\.\d+)(\.\*)?\s*")
+_PLATFORM = re.compile(r"(linux|macosx_\d+_\d+)_(x86_64|aarch64|arm64)")
+# key: (kind of value, what is expected, an example of a right value)
+ACCELERATOR_KEYS = {
+    "description": ("string", "a string: one line saying what the accelerator is", '"CPU only"'),
+    "index": ("url", "the URL of the accelerator's package index, as a non-empty string", '"https://pypi.org/simple"'),
+    "pip_options": ("path", "the path of its pip options file, as a non-empty string", '"3rdparty/accelerators/cpu.txt"'),
+    "capabilities": ("names", "a non-empty list of LocalAI capability keys (strings)", '["default", "cpu"]'),
+    "platforms": ("platforms", "a non-empty list of wheel platform tags (linux_x86_64, linux_aarch64, macosx_11_0_arm64)", '["linux_x86_64"]'),
+    "forbidden": ("strings", "a list of project globs (strings)", '["nvidia-*", "triton"]'),
+    "allowed_gpu_libs": ("strings", "a list of soname globs (strings)", '["libcudart.so.12*"]'),
+    "system_libs": ("strings", "a list of sonames (strings)", '["libcuda.so.1"]'),
+    "python": ("python", 'the interpreter constraint "CPython==X.Y.*"', '"CPython==3.11.*"'),
+    "size_budget_mb": ("mb", "a whole number of megabytes greater than 0", "600"),
+    "lock_note": ("string", "a string: why the lockfile cannot be made here", '"the index is unreachable"'),
+}
+
+
+def _checked(path: str, accel: str, key: str, value):
+    """One key of an accelerator's table, checked against ACCELERATOR_KEYS: the value as the
+    Accelerator holds it, or an error naming the file, the key, what was expected and the fix."""
+    kind, expected, example = ACCELERATOR_KEYS[key]
+    ok = {
+        "string": lambda v: isinstance(v, str),
+        "url": lambda v: isinstance(v, str) and bool(v.strip()),
+        "path": lambda v: isinstance(v, str) and bool(v.strip()),
+        "names": lambda v: isinstance(v, list) and bool(v) and all(isinstance(x, str) and x.strip() for x in v),
+        "strings": lambda v: isinstance(v, list) and all(isinstance(x, str) and x.strip() for x in v),
+        "platforms": lambda v: isinstance(v, list) and bool(v) and all(isinstance(x, str) and _PLATFORM.fullmatch(x) for x in v),
+        "python": lambda v: isinstance(v, str) and bool(_PYTHON.fullmatch(v)),
+        "mb": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+    }[kind](value)
+    if not ok:
+        raise AcceleratorMatrixError(
+            f"[{accel}] {key} = {_shown(value)}: expected {expected}.",
+            file=path,
+            fix=f"Write e.g. `{key} = {example}` in [{accel}].",
+        )
+    return tuple(value) if isinstance(value, list) else value
 
 
 @dataclass(frozen=True)
@@ -150,25 +198,40 @@ class AcceleratorMatrix:
         for name, table in data.items():
             if name in NOT_ACCELERATORS:
                 continue
+            if not isinstance(table, dict):
+                raise AcceleratorMatrixError(
+                    f"'{name}' is {_shown(table)}, but every top-level key other than "
+                    f"{', '.join(NOT_ACCELERATORS)} names an accelerator and must be a table.",
+                    file=path,
+                    fix=f"Write it as a table: `[{name}]` followed by its keys ({', '.join(_REQUIRED)}).",
+                )
             missing = [k for k in _REQUIRED if k not in table]
             if missing:
                 raise AcceleratorMatrixError(
                     f"{path}: accelerator [{name}] lacks {', '.join(missing)} "
                     f"(every accelerator needs {', '.join(_REQUIRED)})"
                 )
+            unknown = sorted(set(table) - set(ACCELERATOR_KEYS))
+            if unknown:
+                raise AcceleratorMatrixError(
+                    f"accelerator [{name}] has unknown key(s) {', '.join(unknown)}.",
+                    file=path,
+                    fix=f"Fix the spelling or remove them; an accelerator's keys are {', '.join(ACCELERATOR_KEYS)}.",
+                )
+            value = {key: _checked(path, name, key, table[key]) for key in table}
             accels[name] = Accelerator(
                 name=name,
-                description=table.get("description", ""),
-                index=table["index"],
-                pip_options=table["pip_options"],
-                capabilities=tuple(table["capabilities"]),
-                platforms=tuple(table["platforms"]),
-                forbidden=tuple(table["forbidden"]),
-                python=table["python"],
-                size_budget_mb=int(table["size_budget_mb"]),
-                lock_note=table.get("lock_note"),
-                allowed_gpu_libs=tuple(table.get("allowed_gpu_libs", ())),
-                system_libs=tuple(table.get("system_libs", ())),
+                description=value.get("description", ""),
+                index=value["index"],
+                pip_options=value["pip_options"],
+                capabilities=value["capabilities"],
+                platforms=value["platforms"],
+                forbidden=value["forbidden"],
+                python=value["python"],
+                size_budget_mb=value["size_budget_mb"],
+                lock_note=value.get("lock_note"),
+                allowed_gpu_libs=value.get("allowed_gpu_libs", ()),
+                system_libs=value.get("system_libs", ()),
             )
         return cls(FrozenDict(accels))
 

@@ -4,7 +4,7 @@ import pytest
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule
 
-from localai.model.accelerators import AcceleratorMatrix, AcceleratorMatrixError, python_version_of
+from localai.model.accelerators import ACCELERATOR_KEYS, AcceleratorMatrix, AcceleratorMatrixError, python_version_of
 from localai.testutil import make_rule_runner, repo_file
 
 MATRIX = repo_file("3rdparty/accelerators.toml")
@@ -133,3 +133,75 @@ def test_python_version_of_the_accelerator_constraint() -> None:
     assert python_version_of("CPython==3.11.*") == "3.11"
     with pytest.raises(AcceleratorMatrixError, match=r"3rdparty/accelerators.toml: .* does not name one CPython X.Y"):
         python_version_of("CPython>=3.10")
+
+
+# One wrong value per key of an accelerator's table: (key, TOML value, text the error must hold).
+# Every error names the file, the key, what was expected and a fix with a right value.
+GOOD_TPU = {
+    "description": '"a test accelerator"',
+    "index": '"https://pypi.org/simple"',
+    "pip_options": '"3rdparty/accelerators/tpu.txt"',
+    "capabilities": '["tpu"]',
+    "platforms": '["linux_x86_64"]',
+    "forbidden": '["nvidia-*"]',
+    "allowed_gpu_libs": "[]",
+    "system_libs": '["libcuda.so.1"]',
+    "python": '"CPython==3.11.*"',
+    "size_budget_mb": "600",
+    "lock_note": '"unreachable"',
+}
+WRONG_VALUES = [
+    ("description", "3", "expected a string"),
+    ("index", '""', "expected the URL of the accelerator's package index"),
+    ("index", '["https://pypi.org/simple"]', "expected the URL"),
+    ("pip_options", "true", "expected the path of its pip options file"),
+    ("capabilities", '"cpu"', "expected a non-empty list of LocalAI capability keys"),
+    ("capabilities", "[]", "expected a non-empty list"),
+    ("capabilities", "[1, 2]", "expected a non-empty list"),
+    ("platforms", '"linux_x86_64"', "expected a non-empty list of wheel platform tags"),
+    ("platforms", '["linux-x86_64"]', "expected a non-empty list of wheel platform tags"),
+    ("forbidden", '"nvidia-*"', "expected a list of project globs"),
+    ("allowed_gpu_libs", '"libcuda.so*"', "expected a list of soname globs"),
+    ("system_libs", "[1]", "expected a list of sonames"),
+    ("python", '"3.11"', 'expected the interpreter constraint "CPython==X.Y.*"'),
+    ("python", "3.11", "expected the interpreter constraint"),
+    ("size_budget_mb", '"big"', "expected a whole number of megabytes greater than 0"),
+    ("size_budget_mb", "0", "expected a whole number of megabytes greater than 0"),
+    ("size_budget_mb", "60.5", "expected a whole number"),
+    ("size_budget_mb", "true", "expected a whole number"),
+    ("lock_note", '["x"]', "expected a string"),
+]
+
+
+def _tpu(**values: str) -> str:
+    return "[tpu]\n" + "".join(f"{k} = {v}\n" for k, v in {**GOOD_TPU, **values}.items())
+
+
+def test_every_key_of_a_good_table_is_read() -> None:
+    tpu = AcceleratorMatrix.parse(_tpu(), "m.toml").accelerators["tpu"]
+    assert (tpu.capabilities, tpu.platforms, tpu.size_budget_mb, tpu.system_libs) == (
+        ("tpu",), ("linux_x86_64",), 600, ("libcuda.so.1",)
+    )
+
+
+def test_table_covers_every_key() -> None:
+    assert {key for key, _, _ in WRONG_VALUES} == set(ACCELERATOR_KEYS) == set(GOOD_TPU)
+
+
+@pytest.mark.parametrize("key,value,expected", WRONG_VALUES)
+def test_a_wrong_value_names_the_file_the_key_what_was_expected_and_the_fix(key: str, value: str, expected: str) -> None:
+    with pytest.raises(AcceleratorMatrixError) as e:
+        AcceleratorMatrix.parse(_tpu(**{key: value}), "m.toml")
+    msg = str(e.value)
+    assert msg.startswith(f"m.toml: [tpu] {key} = "), msg
+    example = ACCELERATOR_KEYS[key][2]
+    assert expected in msg and f"Write e.g. `{key} = {example}` in [tpu]." in msg, msg
+    assert AcceleratorMatrix.parse(_tpu(**{key: example}), "m.toml").accelerators["tpu"], "the fix's example is right"
+    assert e.value.file == "m.toml" and e.value.fix and key in e.value.fix
+
+
+def test_unknown_keys_and_non_tables_are_named() -> None:
+    with pytest.raises(AcceleratorMatrixError, match=r"m.toml: accelerator \[tpu\] has unknown key\(s\) size_budget\. "):
+        AcceleratorMatrix.parse(_tpu(size_budget="600"), "m.toml")
+    with pytest.raises(AcceleratorMatrixError, match=r"m.toml: 'tpu' is 3 \(a number\), .* must be a table\. Write it as a table"):
+        AcceleratorMatrix.parse("tpu = 3\n", "m.toml")

@@ -89,5 +89,5 @@ def test_a_platform_the_accelerator_lacks_is_refused_naming_the_matrix() -> None
 def test_arm64_for_an_undeclared_accelerator_fails_in_the_build_file() -> None:
     rule_runner = _runner()
     rule_runner.write_files(_arm64_backend("demo", ["cuda13"]))
-    with pytest.raises(ExecutionError, match=r"backends/demo/BUILD: arm64=\[...\] names 'cuda13'"):
+    with pytest.raises(ExecutionError, match=r"backends/demo/BUILD: localai_backend\(...\): arm64=\[...\] names 'cuda13'"):
         rule_runner.get_target(Address("backends/demo", target_name="cpu"))

@@ -52,5 +52,5 @@ def test_an_engine_of_the_other_machine_is_refused_naming_variant_engine_and_fix
 
 def test_an_arm64_variant_of_a_backend_with_engines_needs_their_aarch64_builds() -> None:
     rule_runner = _runner('localai_backend(accelerators=["cpu"], engines=["engines/x:avx2"], arm64=["cpu"])\n')
-    with pytest.raises(ExecutionError, match=r"backends/demo/BUILD: arm64=\[\.\.\.\] with engines=\[\.\.\.\] needs arm64_engines"):
+    with pytest.raises(ExecutionError, match=r"backends/demo/BUILD: localai_backend\(\.\.\.\): arm64=\[\.\.\.\] with engines=\[\.\.\.\] needs arm64_engines"):
         rule_runner.get_target(Address("backends/demo", target_name="cpu-arm64"))
