@@ -35,6 +35,46 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
     )
     size_budget_mb = size_budget_mb or {}
     not_lockable_here = not_lockable_here or {}
+    _check_variant_names(accelerators, size_budget_mb, not_lockable_here, arm64, engines, arm64_engines, prelock)
+    localai_sources(name="src", dependencies=["backends/common", "backends/proto", *libraries], **kwargs)
+    # The same files as a library of the tests resolve, for unit tests in tests/.
+    python_sources(name="py", dependencies=["backends/common:py", "backends/proto"])
+    for accel in accelerators:
+        localai_requirements(name=f"requirements-{accel}", accelerator=accel)
+        localai_backend_variant(
+            name=accel,
+            accelerator=accel,
+            dependencies=[":src", f":requirements-{accel}", *engines],
+            size_budget_mb=size_budget_mb.get(accel),
+            not_lockable_here=not_lockable_here.get(accel),
+            version=version,
+            tags=tags,
+            prelock=accel in prelock,
+        )
+    _arm64_variants(arm64, arm64_engines, size_budget_mb, not_lockable_here, version, tags if arm64_tags is None else arm64_tags)
+
+
+def _arm64_variants(arm64, arm64_engines, size_budget_mb, not_lockable_here, version, arm64_tags):
+    """`:<accel>-arm64` per accelerator of arm64=[...], and the image index of both platforms' images."""
+    for accel in arm64:
+        name = f"{accel}-arm64"  # the suffix of linux_aarch64 in platforms.py
+        localai_requirements(name=f"requirements-{name}", accelerator=accel, platform="linux_aarch64")
+        localai_backend_variant(
+            name=name,
+            accelerator=accel,
+            platform="linux_aarch64",
+            dependencies=[":src", f":requirements-{name}", *arm64_engines],
+            size_budget_mb=size_budget_mb.get(name),
+            not_lockable_here=not_lockable_here.get(name),
+            version=version,
+            tags=arm64_tags,
+        )
+        # One OCI image index over both platforms' images (oci/index.py).
+        localai_image_index(name=f"{accel}-index", variants=[f":{accel}", f":{name}"], tags=arm64_tags)
+
+
+def _check_variant_names(accelerators, size_budget_mb, not_lockable_here, arm64, engines, arm64_engines, prelock):
+    """The arguments that name variants or accelerators name declared ones, and arm64 engines come with arm64."""
     variants = [*accelerators, *(f"{accel}-arm64" for accel in arm64)]
     for key in list(size_budget_mb) + list(not_lockable_here):
         if key not in variants:
@@ -60,37 +100,6 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
     if arm64_engines and not arm64:
         _backend_error("arm64_engines=[...] without arm64=[...]: no variant would carry them",
                        "Add arm64=[...] naming the accelerators that get an arm64 variant, or drop arm64_engines.")
-    localai_sources(name="src", dependencies=["backends/common", "backends/proto", *libraries], **kwargs)
-    # The same files as a library of the tests resolve, for unit tests in tests/.
-    python_sources(name="py", dependencies=["backends/common:py", "backends/proto"])
-    for accel in accelerators:
-        localai_requirements(name=f"requirements-{accel}", accelerator=accel)
-        localai_backend_variant(
-            name=accel,
-            accelerator=accel,
-            dependencies=[":src", f":requirements-{accel}", *engines],
-            size_budget_mb=size_budget_mb.get(accel),
-            not_lockable_here=not_lockable_here.get(accel),
-            version=version,
-            tags=tags,
-            prelock=accel in prelock,
-        )
-    arm64_tags = tags if arm64_tags is None else arm64_tags
-    for accel in arm64:
-        name = f"{accel}-arm64"  # the suffix of linux_aarch64 in platforms.py
-        localai_requirements(name=f"requirements-{name}", accelerator=accel, platform="linux_aarch64")
-        localai_backend_variant(
-            name=name,
-            accelerator=accel,
-            platform="linux_aarch64",
-            dependencies=[":src", f":requirements-{name}", *arm64_engines],
-            size_budget_mb=size_budget_mb.get(name),
-            not_lockable_here=not_lockable_here.get(name),
-            version=version,
-            tags=arm64_tags,
-        )
-        # One OCI image index over both platforms' images (oci/index.py).
-        localai_image_index(name=f"{accel}-index", variants=[f":{accel}", f":{name}"], tags=arm64_tags)
 
 
 def _backend_error(cause, fix):
