@@ -1,13 +1,11 @@
-"""The seed rows' linux/arm64 CPU artifacts (bark, chatterbox, rfdetr: `:cpu-arm64`, cross-built
-on x86_64), served by an aarch64 CPython 3.11 under qemu-aarch64-static through their run.sh.
+"""The seed rows' linux/arm64 CPU artifacts (bark, rfdetr: `:cpu-arm64`, cross-built on x86_64),
+served by an aarch64 CPython 3.11 under qemu-aarch64-static through their run.sh.
 
 Each server is healthy and its library imports on aarch64 inside the artifact (torchvision's
-aarch64 extension library loads and runs an op; chatterbox's torchaudio needs the host's
-libgomp.so.1, see IMPORTS). No model is loaded here:
-chatterbox and rfdetr have none that can be made offline (ChatterboxTTS.from_local needs its
-trained voice encoder, T3 and S3Gen files; RF-DETR's classes fetch DINOv2 weights); bark's
-tiny random model is served by test_bark_arm64_emulated.py. Emulated timings are
-emulation's, never arm64's."""
+aarch64 extension library loads and runs an op). No model is loaded here: rfdetr has none that
+can be made offline (RF-DETR's classes fetch DINOv2 weights); bark's tiny random model is served
+by test_bark_arm64_emulated.py. chatterbox:cpu-arm64 is refused (its BUILD says why). Emulated
+timings are emulation's, never arm64's."""
 from __future__ import annotations
 
 import os
@@ -23,9 +21,6 @@ EMULATED = 1800  # seconds: importing torch under qemu-user takes minutes
 # What each artifact must import on aarch64 (beyond its backend module).
 IMPORTS = {
     "bark": "import torch, transformers; from transformers import BarkModel",
-    # torchaudio 2.6.0's aarch64 libtorchaudio.so NEEDs libgomp.so.1 from the host (torch 2.6.0's
-    # aarch64 wheel does not bundle it) and Debian's minimal python3 root has none: not imported here.
-    "chatterbox": "import torch",
     "rfdetr": "import torch, torchvision, rfdetr; torchvision.ops.nms(torch.zeros(1, 4), torch.zeros(1), 0.5)",
 }
 
