@@ -6,7 +6,9 @@ workspace write.
 """
 from __future__ import annotations
 
+import ast
 import base64
+import functools
 import hashlib
 import zipfile
 from pathlib import Path
@@ -18,6 +20,9 @@ from localai.model.lockfile import Lockfile
 from localai.testutil import backend_files, make_rule_runner, pex_cli_options, repo_options
 
 ENV = {"PATH", "PYENV_ROOT", "HOME"}
+# Locks of the wrongly locked fixture tried before the test gives up (each about 10 s; pip gets
+# it wrong in about half its runs, so all right is about 1 in 4000).
+ATTEMPTS = 12
 
 
 def write_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
@@ -36,7 +41,7 @@ def write_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...]
     files[f"{dist_info}/RECORD"] = "\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n"
     with zipfile.ZipFile(folder / f"{name.replace('-', '_')}-{version}-py3-none-any.whl", "w") as whl:
         for path, text in files.items():
-            whl.writestr(path, text)
+            whl.writestr(zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0)), text)  # the same bytes every run
 
 
 def test_a_lock_its_own_install_refuses_is_not_written_and_a_good_one_is_written_as_generate_lockfiles_writes_it(tmp_path) -> None:
@@ -51,30 +56,52 @@ def test_a_lock_its_own_install_refuses_is_not_written_and_a_good_one_is_written
              "3rdparty/accelerators/cpu.txt": "# the accelerator's pip options: none here, the wheels come from find-links\n"}
     rule_runner = make_rule_runner()
     rule_runner.write_files(files)
-    options = [
-        *pex_cli_options(),
-        *repo_options(),
-        "--python-repos-indexes=[]",
-        f"--python-repos-find-links=['file://{wheels}']",
-        f"--python-resolves={ {f'{b}-cpu': f'lockfiles/{b}-cpu.lock' for b in ('bad', 'good')}!r}",
-        f"--python-resolves-to-constraints-file={ {f'{b}-cpu': '3rdparty/accelerators/cpu.txt' for b in ('bad', 'good')}!r}",
-    ]
-    result = rule_runner.run_goal_rule(LockGoal, global_args=options, args=["--resolve=bad-cpu", "--resolve=good-cpu"], env_inherit=ENV)
-    assert result.exit_code == 1
+
+    def options(attempt: int) -> list[str]:
+        # Each attempt a process of its own (an env var in its cache key): pip 20.3.4 locks this
+        # fixture wrongly in about half its runs (measured: 5 of 8 locks held fixture-dep 2.0).
+        hermetic = [o for o in repo_options() if o.startswith("--subprocess-environment-env-vars=")][0].split("=", 1)[1]
+        return [
+            *pex_cli_options(),
+            *(o for o in repo_options() if not o.startswith("--subprocess-environment-env-vars=")),
+            f"--subprocess-environment-env-vars={[*ast.literal_eval(hermetic), f'LOCK_TEST_ATTEMPT={attempt}']!r}",
+            "--python-repos-indexes=[]",
+            f"--python-repos-find-links=['file://{wheels}']",
+            f"--python-resolves={ {f'{b}-cpu': f'lockfiles/{b}-cpu.lock' for b in ('bad', 'good')}!r}",
+            f"--python-resolves-to-constraints-file={ {f'{b}-cpu': '3rdparty/accelerators/cpu.txt' for b in ('bad', 'good')}!r}",
+        ]
+
+    bad_path = Path(rule_runner.build_root, "lockfiles/bad-cpu.lock")
+    for attempt in range(ATTEMPTS):
+        result = rule_runner.run_goal_rule(
+            LockGoal, global_args=options(attempt), args=["--resolve=bad-cpu", "--resolve=good-cpu"], env_inherit=ENV
+        )
+        if result.exit_code == 1:
+            break
+        # pip locked it right this time: the goal wrote it, and it holds the bound.
+        assert dict(Lockfile.of("lockfiles/bad-cpu.lock", bad_path.read_bytes()).versions())["fixture-dep"] == "1.0"
+        bad_path.unlink()
+    else:
+        raise AssertionError(f"pip 20.3.4 locked the fixture right in all {ATTEMPTS} attempts: the refusal was never exercised")
     assert "backends/bad:cpu: lockfiles/bad-cpu.lock cannot install what it was locked for on linux_x86_64" in result.stderr
     assert "fixture-inference 0.11.0 requires fixture-dep<=1.0, the lock holds fixture-dep 2.0" in result.stderr
     assert "Not written: lockfiles/bad-cpu.lock is unchanged." in result.stderr
-    assert not Path(rule_runner.build_root, "lockfiles/bad-cpu.lock").exists()
+    assert not bad_path.exists()
     # The good lock is written, byte for byte what `generate-lockfiles` writes for it.
     assert result.stdout == "Wrote lockfiles/good-cpu.lock\n"
     written = Path(rule_runner.build_root, "lockfiles/good-cpu.lock").read_bytes()
     assert dict(Lockfile.of("lockfiles/good-cpu.lock", written).versions()) == {"fixture-dep": "2.0"}
-    assert rule_runner.run_goal_rule(GenerateLockfilesGoal, global_args=options, args=["--resolve=good-cpu"], env_inherit=ENV).exit_code == 0
+    generate = functools.partial(rule_runner.run_goal_rule, GenerateLockfilesGoal, env_inherit=ENV)
+    assert generate(global_args=options(attempt), args=["--resolve=good-cpu"]).exit_code == 0
     assert Path(rule_runner.build_root, "lockfiles/good-cpu.lock").read_bytes() == written
-    # What pip 20.3.4 writes unchecked: the lock the goal refused.
-    assert rule_runner.run_goal_rule(GenerateLockfilesGoal, global_args=options, args=["--resolve=bad-cpu"], env_inherit=ENV).exit_code == 0
-    bad = Lockfile.of("lockfiles/bad-cpu.lock", Path(rule_runner.build_root, "lockfiles/bad-cpu.lock").read_bytes())
-    assert dict(bad.versions())["fixture-dep"] == "2.0"
+    # What pip 20.3.4 writes unchecked: the lock the goal refused (in the same share of runs).
+    versions = []
+    for again in range(attempt, attempt + ATTEMPTS):
+        assert generate(global_args=options(again), args=["--resolve=bad-cpu"]).exit_code == 0
+        versions.append(dict(Lockfile.of("lockfiles/bad-cpu.lock", bad_path.read_bytes()).versions())["fixture-dep"])
+        if versions[-1] == "2.0":
+            break
+    assert versions[-1] == "2.0", versions
 
 
 def test_a_resolve_that_is_not_lockable_here_is_named_with_why() -> None:
