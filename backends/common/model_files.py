@@ -220,10 +220,8 @@ def check_file(path: str, formats, expects: str) -> None:
 
 def check_directory(path: str, expects: str, required=()) -> None:
     """Every file of folder ``path`` (and its subfolders, as diffusers lays out a pipeline) whose
-    name ends in a suffix of BY_SUFFIX passes check_file; each of ``required`` exists."""
-    for name in required:
-        if not os.path.isfile(os.path.join(path, name)):
-            raise InvalidArgument(f"{path} has no {name}: expected {expects}")
+    name ends in a suffix of BY_SUFFIX passes check_file; each of ``required`` exists (checked
+    second, so a damaged file is named before a missing one)."""
     for root, dirs, files in os.walk(path, followlinks=True):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .git, .cache: not the model
         if root.count(os.sep) - path.rstrip(os.sep).count(os.sep) > 2:
@@ -233,6 +231,9 @@ def check_directory(path: str, expects: str, required=()) -> None:
             suffix = os.path.splitext(name)[1].lower()
             if suffix in BY_SUFFIX:
                 check_file(os.path.join(root, name), BY_SUFFIX[suffix], expects)
+    for name in required:
+        if not os.path.isfile(os.path.join(path, name)):
+            raise InvalidArgument(f"{path} has no {name}: expected {expects}")
 
 
 def check_model(path: str, expects: str, *, file_formats=(), directory: bool = False, required=()) -> None:
