@@ -86,7 +86,17 @@ def _check_safetensors(f, size: int) -> None:
         raise Corrupt(f"its header is not JSON ({exc})") from None
     if not isinstance(header, dict):
         raise Corrupt("its header is not a JSON object")
-    end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    end = 0
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = t.get("data_offsets") if isinstance(t, dict) else None
+        shape = t.get("shape") if isinstance(t, dict) else None
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(isinstance(o, int) for o in offsets)
+                or not 0 <= offsets[0] <= offsets[1] or not isinstance(shape, list)
+                or not all(isinstance(d, int) and d >= 0 for d in shape) or not isinstance(t.get("dtype"), str)):
+            raise Corrupt(f"its header entry {name!r} is not a tensor (dtype, shape, data_offsets)")
+        end = max(end, offsets[1])
     if 8 + n + end != size:
         raise Corrupt(f"its tensors end at byte {8 + n + end} but the file has {size} bytes (truncated?)")
 

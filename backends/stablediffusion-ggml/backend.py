@@ -18,6 +18,7 @@ import os
 
 from backends.common.engine import EngineServicer, PackagedLibrary
 from backends.common.errors import FailedPrecondition, InvalidArgument, NotFound, require
+from backends.common.model_files import check_file
 from backends.common.paths import model_file
 from backends.common.server import run
 from backends.proto import backend_pb2
@@ -107,6 +108,7 @@ class StableDiffusionServicer(EngineServicer):
 
     def load(self, request, path):
         path = model_file(path, (".safetensors", ".gguf", ".ckpt"), "Stable Diffusion checkpoint")
+        check_file(path, ("safetensors", "gguf", "zip", "pickle"), "a Stable Diffusion checkpoint (.safetensors, .ckpt or .gguf)")
         opts = parse_options(request.Options, request.ModelPath or os.path.dirname(path))
         try:
             sample_method = self.engine.sample_method(opts["sampler"]) if opts["sampler"] else None

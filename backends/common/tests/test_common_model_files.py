@@ -125,3 +125,14 @@ def test_load_failure_names_the_model_and_the_fix(tmp_path):
     err = load_failure("org/model", EXPECTS, OSError("offline"))
     assert "cannot load org/model: OSError: offline; it is not a local file or folder" in err.message
     assert "the backend's default model" in load_failure("", EXPECTS, OSError("x")).message
+
+
+@pytest.mark.parametrize(
+    "header", [b'{"a": 1}', b"[1, 2]", b'{"t": {"dtype": "F16", "shape": "x", "data_offsets": [0, 4]}}'],
+    ids=["not-a-tensor", "a-list", "bad-shape"],
+)
+def test_a_safetensors_header_of_the_wrong_json_types_is_invalid_argument(tmp_path, header):
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 4)
+    with pytest.raises(InvalidArgument, match=r"m.safetensors is (a damaged safetensors file|not safetensors)"):
+        check_file(str(path), ("safetensors",), EXPECTS)
