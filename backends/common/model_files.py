@@ -50,6 +50,10 @@ def sniff(path: str) -> str:
     """The format a file's first bytes announce, or "" when none is recognised."""
     with open(path, "rb") as f:
         head = f.read(16)
+    # First: a safetensors file starts with its header's length, whose low byte may be any
+    # other format's first byte ("{", 0x80, 0x08); a length with the next byte "{" is no accident.
+    if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] <= os.path.getsize(path) - 8:
+        return "safetensors"
     if head.startswith(b"GGUF"):
         return "gguf"
     if head.startswith(b"lmgg"):  # ggml's 0x67676d6c, little endian
@@ -60,8 +64,6 @@ def sniff(path: str) -> str:
         return "pickle"
     if head.lstrip()[:1] in (b"{", b"["):
         return "json"
-    if len(head) >= 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] <= os.path.getsize(path) - 8:
-        return "safetensors"
     if len(head) >= 6 and 1 <= struct.unpack("<I", head[:4])[0] <= 16 and 0 < struct.unpack("<H", head[4:6])[0] < 256:
         return "ctranslate2"
     if head[:1] == b"\x08":  # ModelProto field 1 (ir_version), a varint: how ONNX files start

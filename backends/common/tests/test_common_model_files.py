@@ -136,3 +136,13 @@ def test_a_safetensors_header_of_the_wrong_json_types_is_invalid_argument(tmp_pa
     path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 4)
     with pytest.raises(InvalidArgument, match=r"m.safetensors is (a damaged safetensors file|not safetensors)"):
         check_file(str(path), ("safetensors",), EXPECTS)
+
+
+@pytest.mark.parametrize("length", [0x7B, 0x0280, 0x0108], ids=["brace", "pickle-like", "onnx-like"])
+def test_a_safetensors_header_length_that_looks_like_another_format_is_still_safetensors(tmp_path, length):
+    header = json.dumps({"__metadata__": {"pad": ""}}).encode()
+    header = header[:-3] + b" " * (length - len(header)) + header[-3:]  # padded to `length` bytes
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(struct.pack("<Q", length) + header)
+    assert sniff(str(path)) == "safetensors"
+    check_file(str(path), ("safetensors",), EXPECTS)
