@@ -8,7 +8,6 @@ from backends.common.model_files import check_model
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
-
 EXPECTS = "a Chatterbox model folder (ve.safetensors, t3_cfg.safetensors, s3gen.safetensors, tokenizer.json, conds.pt)"
 
 

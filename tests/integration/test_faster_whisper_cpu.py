@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.backend_process import BackendProcess
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, second_load_is_aborted, state
 from tests.integration.tiny_models import SAMPLE_RATE, espeak_voice, synthetic_voice, tiny_whisper_ct2, write_wav
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import undecodable_requests_are_invalid_argument
 from tests.integration.tiny_models import minilm_dir, minilm_gguf
 

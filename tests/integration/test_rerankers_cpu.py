@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.backend_process import BackendProcess
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, hammer, second_load_is_aborted, state
 from tests.integration.tiny_models import minilm_dir, tiny_cross_encoder
 
