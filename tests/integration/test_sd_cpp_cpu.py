@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 from tests.integration.sd_cpp_models import random_sdxs
 
