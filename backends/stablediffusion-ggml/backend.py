@@ -108,7 +108,6 @@ class StableDiffusionServicer(EngineServicer):
 
     def load(self, request, path):
         path = model_file(path, (".safetensors", ".gguf", ".ckpt"), "Stable Diffusion checkpoint")
-        check_file(path, ("safetensors", "gguf", "zip", "pickle"), "a Stable Diffusion checkpoint (.safetensors, .ckpt or .gguf)")
         opts = parse_options(request.Options, request.ModelPath or os.path.dirname(path))
         try:
             sample_method = self.engine.sample_method(opts["sampler"]) if opts["sampler"] else None
@@ -121,6 +120,8 @@ class StableDiffusionServicer(EngineServicer):
         if opts["diffusion_model"]:
             paths["diffusion_model_path"], model_path = path, ""
         threads = opts["threads"] or max(request.Threads, 0)
+        # After the options, so a bad option is named whatever the file; before the engine.
+        check_file(path, ("safetensors", "gguf", "zip", "pickle"), "a Stable Diffusion checkpoint (.safetensors, .ckpt or .gguf)")
         try:
             model = self.engine.load(model_path, n_threads=threads, paths=paths, rng=opts["rng"], flags=opts["flags"])
         except ValueError as e:
