@@ -18,6 +18,7 @@ import os
 
 from backends.common.audio import validate_tts, write_wav
 from backends.common.errors import BackendError, InvalidArgument, NotFound
+from backends.common.model_files import check_model
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
@@ -82,8 +83,12 @@ def check_writable(dst: str) -> None:
         os.unlink(dst)
 
 
+EXPECTS = "a Bark model folder (save_pretrained of BarkModel and BarkProcessor: config.json, model.safetensors, tokenizer files)"
+
+
 class BarkServicer(BaseServicer):
     allow_empty_model = True
+    model_expects = EXPECTS
 
     def resolve_path(self, request):
         if request.Model in HUB_ALIASES:
@@ -91,6 +96,8 @@ class BarkServicer(BaseServicer):
         return super().resolve_path(request)
 
     def load(self, request, path):
+        if os.path.exists(path):  # else a hub id (online only: resolve_model_path)
+            check_model(path, EXPECTS, directory=True, required=["config.json"])
         import torch
         from transformers import BarkModel, BarkProcessor
 

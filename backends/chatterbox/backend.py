@@ -4,12 +4,16 @@ import os
 
 from backends.common.audio import validate_tts, write_wav
 from backends.common.errors import InvalidArgument, NotFound
+from backends.common.model_files import check_model
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
+
+EXPECTS = "a Chatterbox model folder (ve.safetensors, t3_cfg.safetensors, s3gen.safetensors, tokenizer.json, conds.pt)"
 
 
 class ChatterboxServicer(BaseServicer):
     allow_empty_model = True
+    model_expects = EXPECTS
 
     def resolve_path(self, request):
         if request.Model in ("", "chatterbox", "ResembleAI/chatterbox"):
@@ -24,6 +28,7 @@ class ChatterboxServicer(BaseServicer):
 
         device = select_device(torch)
         if path:
+            check_model(path, EXPECTS, directory=True)
             model = ChatterboxTTS.from_local(path, device)
         else:
             model = ChatterboxTTS.from_pretrained(device=device)

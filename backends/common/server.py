@@ -3,7 +3,8 @@
 ``serve(servicer_factory)`` is what each backend's ``main()`` calls. ``BaseServicer`` gives
 Health, Status, Free and LoadModel; every RPC a subclass defines is wrapped so that
 ``backends.common.errors`` exceptions become the matching gRPC status code and any other
-exception becomes INTERNAL, and the server keeps serving. The wrapper also gives each model
+exception becomes INTERNAL (FAILED_PRECONDITION naming the model when ``load`` raises it:
+``model_files.load_failure``), and the server keeps serving. The wrapper also gives each model
 RPC a lease on the loaded model (``lifecycle``) and applies LocalAI's model-identity check
 (``identity``); ``aio_server`` adds the bearer token, the parent watch and the threads.
 """
@@ -33,6 +34,7 @@ from .errors import (  # noqa: F401 (re-exported for backends)
 )
 from .identity import GUARDED_RPCS, mismatch
 from .lifecycle import Loaded, ModelSlot
+from .model_files import load_failure
 from .paths import resolve_model_path
 
 CONTROL_RPCS = frozenset({"Health", "Status", "Free", "LoadModel"})
@@ -172,6 +174,8 @@ class BaseServicer(backend_pb2_grpc.BackendServicer):
 
     # Whether load() accepts an empty ModelOptions.Model (e.g. a bundled default model).
     allow_empty_model = False
+    # What load() reads, for the message when it fails on a model (model_files.load_failure).
+    model_expects = "a model this backend reads"
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -268,7 +272,17 @@ class BaseServicer(backend_pb2_grpc.BackendServicer):
             if self._slot.loaded is not None:
                 self.unload()
                 self._slot.set(None)
-            model = self.load(request, path)
+            try:
+                model = self.load(request, path)
+            except BackendError:
+                raise
+            except Exception as exc:
+                # A library failing on the model it was given (corrupt, wrong format, a Hub that
+                # cannot be reached) is the model's fault, not the server's: FAILED_PRECONDITION
+                # naming it. The traceback still goes to stderr, for the bug it may also be.
+                print(f"LoadModel of {path or '(default model)'} failed:", file=sys.stderr)
+                traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+                raise load_failure(path, self.model_expects, exc) from exc
             if model is None:
                 raise RuntimeError("load() returned no model")
             self._slot.set(Loaded(model=model, options=request, path=path, identity=request.Model))

@@ -8,6 +8,7 @@ import os
 
 from backends.common.audio import validate_tts
 from backends.common.errors import require
+from backends.common.model_files import check_model
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
@@ -17,7 +18,12 @@ def is_coqui_name(model: str) -> bool:
     return len(parts) == 4 and parts[0] in ("tts_models", "vocoder_models", "voice_conversion_models")
 
 
+EXPECTS = "a Coqui TTS model folder (config.json and its checkpoint), or a checkpoint file with config.json beside it"
+
+
 class CoquiServicer(BaseServicer):
+    model_expects = EXPECTS
+
     def resolve_path(self, request):
         if is_coqui_name(request.Model):
             return request.Model
@@ -30,8 +36,11 @@ class CoquiServicer(BaseServicer):
         from backends.common.device import select_device
 
         device = select_device(torch)
-        if os.path.isdir(path):
-            config = os.path.join(path, "config.json")
+        if os.path.exists(path):  # a local model never goes to Coqui's model download
+            check_model(path, EXPECTS, file_formats=("zip", "pickle"), directory=True)
+            config = os.path.join(path if os.path.isdir(path) else os.path.dirname(path), "config.json")
+            if os.path.isfile(config):
+                check_model(config, EXPECTS, file_formats=("json",))
             tts = TTS(model_path=path, config_path=config if os.path.isfile(config) else None)
         else:
             tts = TTS(model_name=path)

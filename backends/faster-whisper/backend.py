@@ -9,6 +9,7 @@ faster-whisper's ``transcribe`` returns a lazy generator of segments: it is cons
 import os
 
 from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.model_files import check_file, check_model
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
@@ -19,6 +20,8 @@ KNOWN_SIZES = {
     "distil-small.en", "distil-large-v3", "large-v3-turbo", "turbo",
 }
 CPU_COMPUTE_TYPES = {"int8", "int8_float32", "float32", "int16"}
+EXPECTS = ("a CTranslate2 Whisper model folder (model.bin, config.json, tokenizer.json or vocabulary), as "
+           "ct2-transformers-converter writes it")
 
 
 def compute_type_for(device: str, environ=None) -> str:
@@ -88,12 +91,20 @@ def to_segment(index: int, seg) -> "backend_pb2.TranscriptSegment":
 
 
 class FasterWhisperServicer(BaseServicer):
+    model_expects = EXPECTS
+
     def resolve_path(self, request):
         if request.Model in KNOWN_SIZES and not os.path.exists(os.path.join(request.ModelPath or "", request.Model)):
             return request.Model
         return super().resolve_path(request)
 
     def load(self, request, path):
+        if os.path.exists(path):
+            check_model(path, EXPECTS, directory=True, required=["model.bin"])
+            check_file(os.path.join(path, "model.bin"), ("ctranslate2",), EXPECTS)
+            # faster-whisper takes a string that is not a folder for a Hub repo id: an absolute
+            # path keeps a local model local whatever the working directory.
+            path = os.path.abspath(path)
         from faster_whisper import WhisperModel
 
         device = select_device()

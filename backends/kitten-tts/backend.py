@@ -17,12 +17,14 @@ import os
 
 from backends.common.audio import validate_tts, write_wav
 from backends.common.errors import NotFound
+from backends.common.model_files import check_file, check_model
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
 SAMPLE_RATE = 24000
 DEFAULT_MODEL = "KittenML/kitten-tts-nano-0.2"
 DEFAULT_VOICE = "expr-voice-2-f"
+EXPECTS = "a KittenTTS model: a folder with an .onnx model and a voices .npz (and config.json naming them), or that .onnx file"
 
 
 def _single(paths, what: str, where: str) -> str:
@@ -77,6 +79,7 @@ def is_hub_id(model: str) -> bool:
 
 class KittenTTSServicer(BaseServicer):
     allow_empty_model = True
+    model_expects = EXPECTS
 
     def resolve_path(self, request):
         if not request.Model:
@@ -88,7 +91,14 @@ class KittenTTSServicer(BaseServicer):
     def load(self, request, path):
         from kittentts import KittenTTS
 
-        onnx, voices = hub_files(path) if is_hub_id(path) else model_files(path)
+        if is_hub_id(path):
+            onnx, voices = hub_files(path)
+        else:
+            # Contents first: a damaged file is named before a missing companion.
+            check_model(path, EXPECTS, file_formats=("onnx",), directory=True)
+            onnx, voices = model_files(path)
+        check_file(onnx, ("onnx",), EXPECTS)
+        check_file(voices, ("zip",), EXPECTS)
         return KittenTTS(onnx, voices)
 
     def TTS(self, request, context):

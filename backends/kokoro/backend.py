@@ -17,10 +17,12 @@ import os
 
 from backends.common.audio import validate_tts, write_wav
 from backends.common.errors import InvalidArgument
+from backends.common.model_files import check_model
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
 SAMPLE_RATE = 24000
+EXPECTS = "a Kokoro model: a folder with config.json and one .pth checkpoint (torch.save), or that .pth with config.json beside it"
 DEFAULT_VOICE = "af_heart"
 
 
@@ -77,8 +79,26 @@ def lang_code_for(voice: str, language: str = "", option: str = "", environ=None
     return first if first in KOKORO_CODES else "a"
 
 
+def local_model_files(path: str):
+    """(config.json, .pth) of a local Kokoro model, both local: KModel fetches whichever it is not
+    given from the Hub, so a local model must never leave either out."""
+    check_model(path, EXPECTS, file_formats=("zip", "pickle"), directory=True, required=["config.json"])
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    config = os.path.join(folder, "config.json")
+    if os.path.isdir(path):
+        found = sorted(glob.glob(os.path.join(path, "*.pth")))
+        if len(found) != 1:
+            raise InvalidArgument(f"{path} holds {len(found)} .pth files ({', '.join(map(os.path.basename, found))}): expected {EXPECTS}")
+        return config, found[0]
+    if not os.path.isfile(config):
+        raise InvalidArgument(f"{path} has no config.json beside it ({config}): expected {EXPECTS}")
+    check_model(config, EXPECTS, file_formats=("json",))
+    return config, path
+
+
 class KokoroServicer(BaseServicer):
     allow_empty_model = True
+    model_expects = EXPECTS
 
     def resolve_path(self, request):
         if request.Model in ("", "kokoro", "hexgrad/Kokoro-82M"):
@@ -86,20 +106,20 @@ class KokoroServicer(BaseServicer):
         return super().resolve_path(request)
 
     def load(self, request, path):
+        local = local_model_files(path) if path and os.path.exists(path) else None
         import torch
 
         from backends.common.device import select_device
         from kokoro import KModel
 
         device = select_device(torch)
-        if path:
-            config = os.path.join(path, "config.json") if os.path.isdir(path) else None
-            weights = path if os.path.isfile(path) else (sorted(glob.glob(os.path.join(path, "*.pth"))) or [None])[0]
-            model = KModel(config=config, model=weights)
-            self.voices_dir = os.path.join(path, "voices") if os.path.isdir(path) else None
+        if local:
+            model = KModel(repo_id="hexgrad/Kokoro-82M", config=local[0], model=local[1])
+        elif path:  # a hub id (online only: resolve_model_path)
+            model = KModel(repo_id=path)
         else:
             model = KModel()
-            self.voices_dir = None
+        self.voices_dir = os.path.join(path, "voices") if local and os.path.isdir(path) else None
         self.pipelines = {}
         self.lang_option = parse_options(request.Options).get("lang_code", "")
         if self.lang_option:

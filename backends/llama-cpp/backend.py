@@ -136,7 +136,8 @@ class LlamaCppServicer(BaseServicer):
         try:
             model = self.engine.load_model(path, mmap=request.MMap or not request.MLock, mlock=request.MLock)
         except LlamaError as e:
-            raise InvalidArgument(f"{path}: llama.cpp cannot load it: {e}") from None
+            raise InvalidArgument(f"{path}: llama.cpp cannot load it: {e}; expected a complete GGUF model "
+                                  "(llama.cpp's convert_hf_to_gguf.py)") from None
         try:
             require(not model.has_encoder, f"{path}: encoder-decoder models are not served by this backend")
             n_ctx = request.ContextSize or min(model.n_ctx_train or DEFAULT_CONTEXT, DEFAULT_CONTEXT)

@@ -10,6 +10,7 @@ import contextlib
 
 from backends.common.engine import EngineServicer, PackagedLibrary
 from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.model_files import check_file
 from backends.common.paths import model_file
 from backends.common.server import run
 from backends.proto import backend_pb2
@@ -44,6 +45,8 @@ class MinilmServicer(EngineServicer):
 
     def load(self, request, path):
         path = model_file(path, (".gguf",), "GGUF model")
+        # The engine is one per process: a file it would fail on is refused before it sees it.
+        check_file(path, ("gguf",), "all-MiniLM-L6-v2 as a GGUF file (engines/minilm/convert.py)")
         with engine_errors():
             return self.engine.load(path, n_threads=max(request.Threads, 0))
 

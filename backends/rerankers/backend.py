@@ -9,6 +9,7 @@ import os
 
 from backends.common.device import select_device_and_dtype
 from backends.common.errors import InvalidArgument, require
+from backends.common.model_files import check_model
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
@@ -38,8 +39,15 @@ def rank(scores, documents, top_n: int):
     ]
 
 
+EXPECTS = "a sentence-transformers or cross-encoder model folder (config.json, model.safetensors, tokenizer files)"
+
+
 class RerankersServicer(BaseServicer):
+    model_expects = EXPECTS
+
     def load(self, request, path):
+        if os.path.exists(path):  # else a hub id (online only: resolve_model_path)
+            check_model(path, EXPECTS, directory=True, required=["config.json"])
         import torch
 
         device, dtype = select_device_and_dtype(torch, request.DType or None)

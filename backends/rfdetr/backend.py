@@ -11,6 +11,7 @@ import io
 import os
 
 from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.model_files import check_model
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
@@ -51,6 +52,7 @@ def to_detections(xyxy, confidence, class_id, names=None) -> list:
 
 class RFDETRServicer(BaseServicer):
     allow_empty_model = True
+    model_expects = "RF-DETR weights (a .pth checkpoint written by torch.save)"
 
     def resolve_path(self, request):
         if not request.Model or request.Model in VARIANTS:
@@ -64,6 +66,8 @@ class RFDETRServicer(BaseServicer):
         cls = getattr(rfdetr, variant, None)
         if cls is None:
             raise InvalidArgument(f"unknown RF-DETR variant {variant!r}: one of {', '.join(VARIANTS)}")
+        if path:
+            check_model(path, self.model_expects, file_formats=("zip", "pickle"))
         model = cls(pretrain_weights=path) if path else cls()
         try:
             from rfdetr.util.coco_classes import COCO_CLASSES

@@ -9,6 +9,7 @@ import importlib.util
 import os
 
 from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.model_files import check_model
 from backends.common.server import BaseServicer, run
 from backends.common.vad_segments import speech_segments
 from backends.proto import backend_pb2
@@ -32,6 +33,7 @@ def bundled_model_path() -> str:
 
 class SileroVADServicer(BaseServicer):
     allow_empty_model = True
+    model_expects = "a Silero VAD ONNX model (.onnx)"
 
     def load(self, request, path):
         import numpy
@@ -39,7 +41,8 @@ class SileroVADServicer(BaseServicer):
 
         path = path or bundled_model_path()
         if not path.endswith(".onnx"):
-            raise InvalidArgument(f"silero-vad needs an .onnx model, got {path}")
+            raise InvalidArgument(f"{path} is not an .onnx file: expected {self.model_expects}")
+        check_model(path, self.model_expects, file_formats=("onnx",))
         opts = onnxruntime.SessionOptions()
         opts.inter_op_num_threads = 1
         opts.intra_op_num_threads = max(1, request.Threads or 1)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 
 from backends.common.engine import EngineServicer, PackagedLibrary
-from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.errors import FailedPrecondition, InvalidArgument, NotFound, require
+from backends.common.model_files import check_file
 from backends.common.paths import model_file
 from backends.common.server import run
 from backends.proto import backend_pb2
@@ -119,6 +120,8 @@ class StableDiffusionServicer(EngineServicer):
         if opts["diffusion_model"]:
             paths["diffusion_model_path"], model_path = path, ""
         threads = opts["threads"] or max(request.Threads, 0)
+        # After the options, so a bad option is named whatever the file; before the engine.
+        check_file(path, ("safetensors", "gguf", "zip", "pickle"), "a Stable Diffusion checkpoint (.safetensors, .ckpt or .gguf)")
         try:
             model = self.engine.load(model_path, n_threads=threads, paths=paths, rng=opts["rng"], flags=opts["flags"])
         except ValueError as e:
@@ -137,8 +140,11 @@ class StableDiffusionServicer(EngineServicer):
                 request.positive_prompt, request.negative_prompt, width=w, height=h,
                 steps=request.step or DEFAULT_STEPS, seed=request.seed, cfg_scale=loaded.cfg_scale,
                 sample_method=loaded.sample_method, scheduler=loaded.scheduler, clip_skip=request.CLIPSkip or -1)
-        except SDError as e:  # the request was validated: a failure here is the engine's (INTERNAL)
-            raise RuntimeError(f"stable-diffusion.cpp: {e}") from None
+        except SDError as e:
+            # The request was validated and the model loaded: what fails here is the checkpoint
+            # (tensors the sampler needs, a component it lacks), so the answer names it.
+            raise FailedPrecondition(f"stable-diffusion.cpp could not generate with {self.model_path}: {e}; the checkpoint "
+                                     "loaded but is not a complete Stable Diffusion model stable-diffusion.cpp runs") from None
         if (gw, gh) != (w, h):
             require(gw >= w and gh >= h, f"stable-diffusion.cpp returned {gw}x{gh} for a {w}x{h} request")
             pixels = png.center_crop(gw, gh, channels, pixels, w, h)

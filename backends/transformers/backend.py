@@ -8,6 +8,7 @@ from backends.common.device import select_device_and_dtype
 from backends.common.errors import InvalidArgument, require
 from backends.common.llm import context_length, max_new_tokens, truncate_at_stop, validate_predict
 from backends.common.llm import prompt_text as build_prompt
+from backends.common.model_files import check_model
 from backends.common.server import BaseServicer, run
 from backends.common.streaming import stream_from_thread
 from backends.proto import backend_pb2
@@ -34,8 +35,15 @@ def generation_kwargs(request, prompt_tokens: int = 0, context=None) -> dict:
     return kwargs
 
 
+EXPECTS = "a transformers model folder (save_pretrained: config.json, model.safetensors or pytorch_model.bin, tokenizer files)"
+
+
 class TransformersServicer(BaseServicer):
+    model_expects = EXPECTS
+
     def load(self, request, path):
+        if os.path.exists(path):  # else a hub id (online only: resolve_model_path)
+            check_model(path, EXPECTS, directory=True, required=["config.json"])
         import torch
 
         from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer

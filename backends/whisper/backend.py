@@ -24,6 +24,7 @@ import threading
 from backends.common.audio import read_wav
 from backends.common.engine import EngineServicer, PackagedLibrary
 from backends.common.errors import InvalidArgument, NotFound, require
+from backends.common.model_files import check_file
 from backends.common.paths import model_file
 from backends.common.server import run
 from backends.common.streaming import StreamStopped, stream_from_thread
@@ -108,6 +109,7 @@ class WhisperServicer(EngineServicer):
             loaded.vad()  # fail LoadModel, not the first VAD call, if the bundled model is broken
             return loaded
         path = model_file(path, (".bin",), "ggml Whisper model")
+        check_file(path, ("ggml",), "a ggml Whisper model (.bin, whisper.cpp's convert-h5-to-ggml.py)")
         try:
             model = self.engine.load(path)
         except WhisperError as e:

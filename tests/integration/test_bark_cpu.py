@@ -12,6 +12,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 from tests.integration.tiny_models import BARK_VOICE, tiny_bark
 
@@ -61,6 +62,10 @@ def test_missing_model_dir_is_not_found_and_server_keeps_serving(server, tmp_pat
     assert "no-bark" in err.details()
     assert state(server.stub) == backend_pb2.StatusResponse.UNINITIALIZED
     assert_healthy(server.stub)
+
+
+def test_bad_model_files_answer_clearly(server, tmp_path) -> None:
+    assert_bad_models_answer_clearly(server.stub, tmp_path)
 
 
 @pytest.mark.parametrize("voice", ["", BARK_VOICE, "my-voice.npz"], ids=["no-voice", "preset", "npz-file"])

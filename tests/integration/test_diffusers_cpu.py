@@ -12,7 +12,9 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, second_load_is_aborted, state
+from tests.integration.sd_single_file import ldm_checkpoint
 from tests.integration.tiny_models import tiny_stable_diffusion
 
 
@@ -60,6 +62,10 @@ def test_load_model_errors(server, model, tmp_path) -> None:
     expect_code(Code.INVALID_ARGUMENT, server.stub.LoadModel, options(model, SchedulerType="NoSuchScheduler"))
     assert state(server.stub) == backend_pb2.StatusResponse.UNINITIALIZED
     assert_healthy(server.stub)
+
+
+def test_bad_model_files_answer_clearly(server, tmp_path) -> None:
+    assert_bad_models_answer_clearly(server.stub, tmp_path, file_name="model.safetensors")
 
 
 def test_second_load_while_one_is_in_flight_is_aborted(server, model, tmp_path) -> None:
@@ -141,3 +147,37 @@ def test_missing_output_dir_or_source_image_is_not_found(loaded, tmp_path) -> No
     assert_healthy(loaded.stub)
     # Still serving after the errors.
     assert loaded.stub.GenerateImage(image_request(tmp_path / "ok.png"), timeout=300).success
+
+
+@pytest.fixture(scope="module")
+def single_file(model):
+    """The tiny pipeline as one original-layout checkpoint, as civitai and the Hub ship SD models."""
+    return ldm_checkpoint(model, model.parent / "tiny-sd.safetensors")
+
+
+def test_single_file_checkpoint_loads_and_generates(server, model, single_file, tmp_path) -> None:
+    """No PipelineType: StableDiffusionPipeline.from_single_file (the Auto classes cannot read one
+    file); option config: names the diffusers folder of its configs, which offline cannot come
+    from the Hub."""
+    opts = backend_pb2.ModelOptions(Model=single_file.name, ModelPath=str(single_file.parent), Options=[f"config:{model.name}"])
+    res = server.stub.LoadModel(opts, timeout=300)
+    assert res.success, res.message
+    assert server.stub.GenerateImage(image_request(tmp_path / "single.png"), timeout=300).success
+    from PIL import Image
+
+    with Image.open(tmp_path / "single.png") as im:
+        assert im.size == (64, 48)
+    explicit = backend_pb2.ModelOptions(Model=str(single_file), PipelineType="StableDiffusionPipeline", Options=[f"config:{model}"])
+    assert server.stub.LoadModel(explicit, timeout=300).success
+
+
+def test_single_file_without_its_configs_or_with_an_auto_class_is_refused_naming_it(server, single_file) -> None:
+    err = expect_code(Code.FAILED_PRECONDITION, server.stub.LoadModel, backend_pb2.ModelOptions(Model=str(single_file)), timeout=300)
+    assert str(single_file) in err.details() and "config:<folder>" in err.details(), err.details()
+    err = expect_code(
+        Code.INVALID_ARGUMENT, server.stub.LoadModel,
+        backend_pb2.ModelOptions(Model=str(single_file), PipelineType="AutoPipelineForText2Image"),
+    )
+    assert str(single_file) in err.details() and "StableDiffusionPipeline" in err.details(), err.details()
+    assert state(server.stub) == backend_pb2.StatusResponse.UNINITIALIZED
+    assert_healthy(server.stub)

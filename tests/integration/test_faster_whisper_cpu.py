@@ -16,6 +16,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, second_load_is_aborted, state
 from tests.integration.tiny_models import SAMPLE_RATE, espeak_voice, synthetic_voice, tiny_whisper_ct2, write_wav
 
@@ -61,6 +62,10 @@ def test_load_model_errors(server, tmp_path) -> None:
     expect_code(Code.INVALID_ARGUMENT, server.stub.LoadModel, backend_pb2.ModelOptions(Model=""))
     assert state(server.stub) == backend_pb2.StatusResponse.UNINITIALIZED
     assert_healthy(server.stub)
+
+
+def test_bad_model_files_answer_clearly(server, tmp_path) -> None:
+    assert_bad_models_answer_clearly(server.stub, tmp_path)
 
 
 def test_second_load_while_one_is_in_flight_is_aborted(server, model, speech_wav) -> None:

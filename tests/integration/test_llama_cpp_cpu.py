@@ -15,6 +15,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.llama_cpp_models import SDIST, convert, make_model
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code
 
@@ -317,6 +318,7 @@ def test_bad_models_and_options_and_free_during_generation(tiny, tmp_path) -> No
                           (dict(ContextSize=-5), "ContextSize")):
             err = expect_code(Code.INVALID_ARGUMENT, stub.LoadModel, load_options(gguf, **bad))
             assert says in err.details(), err.details()
+        assert_bad_models_answer_clearly(stub, tmp_path / "bad", file_name="model.gguf", takes_folders=False)
         expect_code(Code.FAILED_PRECONDITION, stub.Predict, backend_pb2.PredictOptions(Prompt=PROMPT))
         assert stub.LoadModel(load_options(gguf), timeout=300).success
         # Free while streams run: it waits for them (new calls meanwhile ABORTED), nothing crashes.

@@ -9,6 +9,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import undecodable_requests_are_invalid_argument
 from tests.integration.tiny_models import minilm_dir, minilm_gguf
 
@@ -100,3 +101,8 @@ def test_bad_input_gets_grpc_errors_and_the_server_keeps_serving(native, tmp_pat
         finally:
             fresh.stop()
     assert native.stub.Health(backend_pb2.HealthMessage(), timeout=5).message == b"OK"
+
+
+def test_bad_model_files_answer_clearly(tmp_path) -> None:
+    with BackendProcess("minilm-ggml") as proc:
+        assert_bad_models_answer_clearly(proc.stub, tmp_path, file_name="model.gguf", takes_folders=False)

@@ -11,6 +11,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, hammer, second_load_is_aborted, state
 from tests.integration.tiny_models import minilm_dir, tiny_cross_encoder
 
@@ -81,6 +82,10 @@ def test_load_model_errors(server, tmp_path) -> None:
     )
     assert state(server.stub) == backend_pb2.StatusResponse.UNINITIALIZED
     assert_healthy(server.stub)
+
+
+def test_bad_model_files_answer_clearly(server, tmp_path) -> None:
+    assert_bad_models_answer_clearly(server.stub, tmp_path)
 
 
 def test_second_load_while_one_is_in_flight_is_aborted(server) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 from tests.integration.sd_cpp_models import random_sdxs
 
@@ -180,6 +181,7 @@ def test_load_errors(tmp_path, model) -> None:
         assert "inside the models directory" in err.details()
         assert state(proc.stub) == backend_pb2.StatusResponse.UNINITIALIZED
         assert_healthy(proc.stub)
+        assert_bad_models_answer_clearly(proc.stub, tmp_path / "bad", file_name="model.safetensors", takes_folders=False)
 
 
 def test_free_during_a_generation_waits_for_it(model, tmp_path) -> None:

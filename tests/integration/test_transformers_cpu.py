@@ -6,6 +6,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.tiny_models import tiny_gpt2
 
 
@@ -39,6 +40,10 @@ def test_missing_model_path_is_not_found(server, tmp_path) -> None:
         server.stub.LoadModel(backend_pb2.ModelOptions(Model=str(tmp_path / "nope")), timeout=60)
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
     assert "nope" in e.value.details()
+
+
+def test_bad_model_files_answer_clearly(server, tmp_path) -> None:
+    assert_bad_models_answer_clearly(server.stub, tmp_path)
 
 
 def test_load_predict_stream_embed(server, model) -> None:

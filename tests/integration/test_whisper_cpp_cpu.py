@@ -23,6 +23,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files, pex_root
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 from tests.integration.tiny_models import SAMPLE_RATE, write_wav
 from tests.integration.vad_audio import short_pause_speech, synthetic_speech, vad, vad_cases
@@ -318,6 +319,7 @@ def test_load_errors(tmp_path, models) -> None:
         assert "truncated.bin" in err.details() and "not all tensors" in err.details()
         assert state(proc.stub) == backend_pb2.StatusResponse.UNINITIALIZED
         assert_healthy(proc.stub)
+        assert_bad_models_answer_clearly(proc.stub, tmp_path / "bad", file_name="ggml-model.bin", takes_folders=False)
 
 
 def test_every_cpu_level_this_machine_runs_gives_the_same_answers(models, speech, tmp_path) -> None:

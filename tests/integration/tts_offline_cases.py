@@ -6,8 +6,8 @@ Neither model can be had here (Kokoro-82M and KittenTTS download from the Huggin
 which is unreachable; no PyPI package ships them, and a random Kokoro would still need misaki's
 G2P data), so synthesis itself is not tested. Checked: the artifact starts and answers Health,
 Status, argument validation (empty text, missing dst, missing output directory), model RPCs
-before LoadModel, LoadModel of a missing path, and that a failed hub download is an error
-status, not a crash.
+before LoadModel, LoadModel of a missing path and of bad model files (bad_model_cases.py), and
+that a failed hub download is FAILED_PRECONDITION, not a crash.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 
 
@@ -70,12 +71,22 @@ def test_load_of_a_missing_path_is_not_found(server, tmp_path) -> None:
 
 
 def test_default_model_download_offline_fails_with_a_status_and_server_survives(server) -> None:
-    """Empty Model means the default hub model; offline (HF_HUB_OFFLINE=1) the download fails.
-    The backends document no code for this, so only "an error status, then Health OK and no
-    model" is asserted."""
+    """Empty Model means the default hub model; offline (HF_HUB_OFFLINE=1) the download fails:
+    FAILED_PRECONDITION (model_files.load_failure) saying to name a local copy, then Health OK
+    and no model."""
     with pytest.raises(grpc.RpcError) as info:
         server.stub.LoadModel(backend_pb2.ModelOptions(Model=""), timeout=300)
     assert info.value.code() != Code.OK and info.value.details()
     print(server.name, "offline default LoadModel ->", info.value.code(), info.value.details()[:300])
+    assert info.value.code() == Code.FAILED_PRECONDITION, info.value.details()
+    assert "cannot load" in info.value.details() and "local path" in info.value.details()
     assert_healthy(server.stub)
     assert state(server.stub) == backend_pb2.StatusResponse.UNINITIALIZED
+
+
+# What each backend's model file is called: the bad files carry it, so their bytes are judged.
+MODEL_FILE_NAMES = {"kokoro": "kokoro-v1_0.pth", "kitten-tts": "kitten_tts_nano_v0_2.onnx"}
+
+
+def test_bad_model_files_answer_clearly(server, tmp_path, backend_name) -> None:
+    assert_bad_models_answer_clearly(server.stub, tmp_path, file_name=MODEL_FILE_NAMES[backend_name])

@@ -64,7 +64,9 @@ def test_errors_map_to_codes(tmp_path):
     code, details = code_of(lambda: s.LoadModel(backend_pb2.ModelOptions(Model="zz", ModelPath=str(tmp_path)), ctx))
     assert code == grpc.StatusCode.NOT_FOUND and "zz" in details
     code, details = code_of(lambda: s.LoadModel(backend_pb2.ModelOptions(Model="m", ModelPath=str(tmp_path), Type="boom"), ctx))
-    assert code == grpc.StatusCode.INTERNAL and "kaboom" in details
+    # A library failing on the model it was given is the model's fault: FAILED_PRECONDITION naming it.
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "kaboom" in details, (code, details)
+    assert details.startswith(f"cannot load {tmp_path / 'm'}: RuntimeError: kaboom; check that it is ")
     assert s.Status(None, ctx).state == backend_pb2.StatusResponse.UNINITIALIZED
     assert s.LoadModel(backend_pb2.ModelOptions(Model="m", ModelPath=str(tmp_path)), ctx).success
     assert s.Status(None, ctx).state == backend_pb2.StatusResponse.READY
