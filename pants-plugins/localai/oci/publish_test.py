@@ -15,8 +15,8 @@ from pants.engine.addresses import Address
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent
 from pants.testutil.rule_runner import QueryRule
 
-from localai.oci.scripts import push as oci_push
 from localai.oci.publish import PublishImageFieldSet, PublishImageRequest, entry_of
+from localai.oci.scripts import push as oci_push
 from localai.oci.scripts.layout import write_layout
 from localai.testutil import backend_files, make_rule_runner, pex_cli_options, resolve_options
 
