@@ -18,6 +18,7 @@ from pants.engine.target import (
     DictStringToStringField,
     IntField,
     MultipleSourcesField,
+    SingleSourceField,
     StringField,
     StringSequenceField,
     Target,
@@ -26,6 +27,13 @@ from pants.engine.target import (
 from pants.util.strutil import help_text
 
 from localai.platforms import BUILD_PLATFORM, PLATFORMS
+
+
+class GeneratedFileSourceField(SingleSourceField):
+    """The one file of a target a goal generates (docs/status.md, pants.toml): `pants lint` checks
+    it is current (lint/generated.py)."""
+
+    required = False
 
 
 class AcceleratorField(StringField):

@@ -16,7 +16,7 @@ from pants.testutil.rule_runner import QueryRule
 
 from localai.goals.prelock import PrelockGoal
 from localai.goals.resolves import ResolvesGoal
-from localai.lint.generated import PantsTomlFieldSet, ResolvesCheckRequest
+from localai.lint.generated import GeneratedCheckRequest, GeneratedFileFieldSet
 from localai.model.prelock import split_pin_block
 from localai.testutil import PANTS_TOML, backend_files, make_rule_runner, pex_cli_options, repo_file, repo_options
 
@@ -41,7 +41,7 @@ def _goal(rule_runner, goal, *args):
 
 
 def test_uv_pins_a_resolve_and_pex_locks_exactly_those_pins() -> None:
-    rule_runner = make_rule_runner(QueryRule(LintResult, [ResolvesCheckRequest.Batch]))
+    rule_runner = make_rule_runner(QueryRule(LintResult, [GeneratedCheckRequest.Batch]))
     rule_runner.write_files(
         {
             **backend_files("demo", {"cpu": ""}, base=REQUIREMENTS),
@@ -65,7 +65,7 @@ def test_uv_pins_a_resolve_and_pex_locks_exactly_those_pins() -> None:
     pins = dict(p.split("==") for p in block.pins)
     assert set(pins) == {"certifi", "charset-normalizer", "idna", "requests", "urllib3"} and pins["idna"] == "3.10"
     tgt = rule_runner.get_target(Address("", target_name="t"))
-    lint = rule_runner.request(LintResult, [ResolvesCheckRequest.Batch("localai-resolves-check", (PantsTomlFieldSet.create(tgt),), None)])
+    lint = rule_runner.request(LintResult, [GeneratedCheckRequest.Batch("localai-generated-check", (GeneratedFileFieldSet.create(tgt),), None)])
     assert lint.exit_code == 0, lint.stdout
 
     assert _goal(rule_runner, GenerateLockfilesGoal, "--resolve=demo-cpu").exit_code == 0

@@ -27,7 +27,7 @@ from pants.engine.console import Console
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.rules import Get, collect_rules, goal_rule, rule
-from pants.engine.target import AllUnexpandedTargets, SingleSourceField, Target
+from pants.engine.target import AllUnexpandedTargets, Target
 from pants.option.option_types import BoolOption
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
@@ -36,6 +36,7 @@ from localai.errors import LocalAIError
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.prelock import PinBlock, PinBlockError, regenerate, split_pin_block
 from localai.model.variant import VARIANT_PIP_OPTIONS_DIR, Variant, is_backend_variant
+from localai.target_types import GeneratedFileSourceField
 
 PANTS_TOML = "pants.toml"
 RESOLVES = "[python.resolves]"
@@ -267,9 +268,8 @@ async def write_resolves(console: Console, workspace: Workspace, subsystem: Reso
 # --- `pants lint`: the generated blocks are current ---------------------------------------------
 
 
-class PantsTomlSourceField(SingleSourceField):
+class PantsTomlSourceField(GeneratedFileSourceField):
     default = PANTS_TOML
-    required = False
 
 
 class PantsTomlTarget(Target):

@@ -18,7 +18,7 @@ from localai.goals.resolves import (
     render_variant_pip_options,
     update_pants_toml,
 )
-from localai.lint.generated import PantsTomlFieldSet, ResolvesCheckRequest
+from localai.lint.generated import GeneratedCheckRequest, GeneratedFileFieldSet
 from localai.model.prelock import PinBlock
 from localai.testutil import PANTS_TOML, backend_files, make_rule_runner, resolve_options
 
@@ -52,7 +52,7 @@ def test_broken_block_or_missing_table_names_the_fix() -> None:
 
 
 def _runner():
-    rule_runner = make_rule_runner(QueryRule(LintResult, [ResolvesCheckRequest.Batch]))
+    rule_runner = make_rule_runner(QueryRule(LintResult, [GeneratedCheckRequest.Batch]))
     rule_runner.write_files(
         {**backend_files("demo", {"cpu": "", "cuda13": ""}), "pants.toml": PANTS_TOML, "BUILD": 'localai_pants_toml(name="t")\n'}
     )
@@ -62,7 +62,7 @@ def _runner():
 def _lint(rule_runner) -> LintResult:
     tgt = rule_runner.get_target(Address("", target_name="t"))
     return rule_runner.request(
-        LintResult, [ResolvesCheckRequest.Batch("localai-resolves-check", (PantsTomlFieldSet.create(tgt),), None)]
+        LintResult, [GeneratedCheckRequest.Batch("localai-generated-check", (GeneratedFileFieldSet.create(tgt),), None)]
     )
 
 
@@ -126,7 +126,7 @@ def _resolves_goal(rule_runner, *args):
 
 def _prelock_runner():
     rule_runner = make_rule_runner(
-        QueryRule(LintResult, [ResolvesCheckRequest.Batch]), QueryRule(PrelockInputs, [PrelockInputsRequest])
+        QueryRule(LintResult, [GeneratedCheckRequest.Batch]), QueryRule(PrelockInputs, [PrelockInputsRequest])
     )
     rule_runner.write_files(
         {

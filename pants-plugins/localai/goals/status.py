@@ -27,7 +27,7 @@ from pants.engine.console import Console
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Paths, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
-from pants.engine.target import AllTargets, SingleSourceField, Tags, Target
+from pants.engine.target import AllTargets, Tags, Target
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
@@ -36,7 +36,7 @@ from localai.model.accelerators import AcceleratorMatrix
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import AllBackendVariants
 from localai.package.options import AuditSubsystem
-from localai.target_types import LOCALAI_LAYOUT
+from localai.target_types import LOCALAI_LAYOUT, GeneratedFileSourceField
 
 STATUS_PATH = "docs/status.md"
 PROTO_PATH = "backends/proto/backend.proto"
@@ -208,9 +208,8 @@ def collect_test_uses(tests: list[UseByTest]) -> UsesByTests:
     )
 
 
-class StatusDocSourceField(SingleSourceField):
+class StatusDocSourceField(GeneratedFileSourceField):
     default = STATUS_PATH
-    required = False
 
 
 class StatusDocTarget(Target):

@@ -29,6 +29,7 @@ from localai.goals.resolves import (
 )
 from localai.goals.status import BY_HAND_REASON, STATUS_PATH, StatusDoc, StatusDocSourceField
 from localai.model.prelock import regenerate, split_pin_block
+from localai.target_types import GeneratedFileSourceField
 
 
 def generated_file_result(linter_name: str, path: str, *, current: bool, regenerate: str, problems: str = "") -> LintResult:
@@ -42,27 +43,25 @@ def generated_file_result(linter_name: str, path: str, *, current: bool, regener
     return LintResult(exit_code=0 if current and not problems else 1, stdout=message, stderr="", linter_name=linter_name)
 
 
-class StatusCheckSubsystem(Subsystem):
-    options_scope = "localai-status-check"
-    name = "localai-status-check"
-    help = f"Checks in `pants lint` that {STATUS_PATH} matches the build graph."
+class GeneratedCheckSubsystem(Subsystem):
+    options_scope = name = "localai-generated-check"
+    help = f"Checks in `pants lint` that the generated files ({STATUS_PATH}, {PANTS_TOML}'s resolve entries) are current."
     skip = SkipOption("lint")
 
 
 @dataclass(frozen=True)
-class StatusDocFieldSet(FieldSet):
-    required_fields = (StatusDocSourceField,)
-    source: StatusDocSourceField
+class GeneratedFileFieldSet(FieldSet):
+    required_fields = (GeneratedFileSourceField,)
+    source: GeneratedFileSourceField
 
 
-class StatusCheckRequest(LintTargetsRequest):
-    field_set_type = StatusDocFieldSet
-    tool_subsystem = StatusCheckSubsystem
-    partitioner_type = PartitionerType.DEFAULT_SINGLE_PARTITION
+class GeneratedCheckRequest(LintTargetsRequest):
+    field_set_type = GeneratedFileFieldSet
+    tool_subsystem = GeneratedCheckSubsystem
+    partitioner_type = PartitionerType.DEFAULT_SINGLE_PARTITION  # each check reads the whole build graph once
 
 
-@rule(desc="Check docs/status.md", level=LogLevel.DEBUG)
-async def check_status(request: StatusCheckRequest.Batch) -> LintResult:
+async def check_status() -> LintResult:
     doc, committed = await MultiGet(Get(StatusDoc), Get(DigestContents, PathGlobs([STATUS_PATH])))
     current = committed[0].content.decode() if committed else None
     problems = "".join(
@@ -74,27 +73,8 @@ async def check_status(request: StatusCheckRequest.Batch) -> LintResult:
         for address in doc.by_hand_without_reason
     )
     return generated_file_result(
-        StatusCheckRequest.tool_name, STATUS_PATH, current=current == doc.content, regenerate="./pants localai-status", problems=problems
+        GeneratedCheckRequest.tool_name, STATUS_PATH, current=current == doc.content, regenerate="./pants localai-status", problems=problems
     )
-
-
-class ResolvesCheckSubsystem(Subsystem):
-    options_scope = "localai-resolves-check"
-    name = "localai-resolves-check"
-    help = f"Checks in `pants lint` that {PANTS_TOML}'s generated resolve entries match the BUILD files."
-    skip = SkipOption("lint")
-
-
-@dataclass(frozen=True)
-class PantsTomlFieldSet(FieldSet):
-    required_fields = (PantsTomlSourceField,)
-    source: PantsTomlSourceField
-
-
-class ResolvesCheckRequest(LintTargetsRequest):
-    field_set_type = PantsTomlFieldSet
-    tool_subsystem = ResolvesCheckSubsystem
-    partitioner_type = PartitionerType.DEFAULT_SINGLE_PARTITION
 
 
 async def prelock_problems(entries: tuple[ResolveEntry, ...], update: PantsTomlUpdate) -> list[str]:
@@ -125,14 +105,13 @@ async def prelock_problems(entries: tuple[ResolveEntry, ...], update: PantsTomlU
     return problems
 
 
-@rule(desc="Check pants.toml's generated resolves", level=LogLevel.DEBUG)
-async def check_resolves(request: ResolvesCheckRequest.Batch) -> LintResult:
+async def check_resolves() -> LintResult:
     declared = await Get(DeclaredResolves)
     update = await Get(PantsTomlUpdate, DeclaredResolves, declared)
     stale = sorted(update.changed_files())
     pins = await prelock_problems(declared.entries, update)
     return generated_file_result(
-        ResolvesCheckRequest.tool_name,
+        GeneratedCheckRequest.tool_name,
         ", ".join([PANTS_TOML, *stale]) if stale else PANTS_TOML,
         current=update.updated == update.current and not stale,
         regenerate=GOAL,
@@ -140,5 +119,21 @@ async def check_resolves(request: ResolvesCheckRequest.Batch) -> LintResult:
     )
 
 
+@rule(desc="Check the generated files", level=LogLevel.DEBUG)
+async def check_generated(request: GeneratedCheckRequest.Batch) -> LintResult:
+    results = []
+    for field_set in request.elements:  # each file's check, by the field its target owns the file with
+        if isinstance(field_set.source, StatusDocSourceField):
+            results.append(await check_status())
+        elif isinstance(field_set.source, PantsTomlSourceField):
+            results.append(await check_resolves())
+    return LintResult(
+        exit_code=max((r.exit_code for r in results), default=0),
+        stdout="".join(r.stdout for r in results),
+        stderr="",
+        linter_name=GeneratedCheckRequest.tool_name,
+    )
+
+
 def rules():
-    return (*collect_rules(), *StatusCheckRequest.rules(), *ResolvesCheckRequest.rules())
+    return (*collect_rules(), *GeneratedCheckRequest.rules())
