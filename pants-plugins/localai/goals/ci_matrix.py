@@ -52,7 +52,6 @@ from localai.errors import LocalAIError
 from localai.model.accelerators import MATRIX_PATH
 from localai.model.variant import AllBackendVariants, BackendVariant
 from localai.package.proto import STUBS_TOOL_FILES
-from localai.target_types import LOCALAI_LAYOUT
 
 # Runner label per accelerator. Building needs no GPU, but the variant's tests do: GPU variants go
 # to self-hosted runners carrying these labels. Override with --localai-ci-matrix-runners.
@@ -143,7 +142,7 @@ def config_files(variant: BackendVariant) -> set[str]:
     """Files a variant's rules read that no target owns: the accelerator matrix and its pip options,
     and for an imported LocalAI folder the stubs tool (the grpc-stubs resolve's BUILD and lockfile).
     (Requirement files and the lockfile are sources of targets in its closure.)"""
-    stubs = set(STUBS_TOOL_FILES) if variant.layout == LOCALAI_LAYOUT else set()
+    stubs = set(STUBS_TOOL_FILES) if variant.layout.imported else set()
     return {MATRIX_PATH, variant.variant.accelerator.pip_options, variant.variant.pip_options, *stubs}
 
 

@@ -36,7 +36,7 @@ from localai.model.accelerators import AcceleratorMatrix
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import AllBackendVariants
 from localai.package.options import AuditSubsystem
-from localai.target_types import LOCALAI_LAYOUT, GeneratedFileSourceField
+from localai.target_types import GeneratedFileSourceField
 
 STATUS_PATH = "docs/status.md"
 PROTO_PATH = "backends/proto/backend.proto"
@@ -245,7 +245,7 @@ class PinPolicySection:
 
 @rule(desc="List pin-policy replacements of imported LocalAI backends", level=LogLevel.DEBUG)
 async def pin_policy_section(variants: AllBackendVariants) -> PinPolicySection:
-    tgts = [v for v in variants if v.layout == LOCALAI_LAYOUT]
+    tgts = [v for v in variants if v.layout.imported]
     if not tgts:
         return PinPolicySection("")
     layered = await MultiGet(Get(LayeredRequirements, RequirementsOfVariant(v.address, v.variant)) for v in tgts)

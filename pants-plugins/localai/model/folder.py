@@ -9,4 +9,5 @@ BUILD_RECORD = "build-record.json"  # never metadata.json: LocalAI owns that nam
 SBOM_NAME = "sbom.cdx.json"  # CycloneDX, the folder's files by sha256
 PROVENANCE_NAME = "provenance.intoto.json"  # the in-toto/SLSA statement
 ENVELOPE_NAME = "provenance.intoto.dsse.json"  # its DSSE envelope, when a key is set
+BACKEND_PACKAGE = "localai_backend"  # in the PEX: the backend's own files, whatever its folder is called
 PORTABLE_PYTHON_DIR = "python"  # the carried CPython, an image layer of its own

@@ -32,8 +32,9 @@ from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
 from localai.model.accelerators import AcceleratorMatrix
+from localai.model.layout import LAYOUTS
 from localai.model.variant import Variant
-from localai.target_types import LOCALAI_LAYOUT, AcceleratorField, LayoutField, LocalAIRequirementsGenerator, PlatformField
+from localai.target_types import AcceleratorField, LayoutField, LocalAIRequirementsGenerator, PlatformField
 
 
 class RequirementsFileError(LocalAIError):
@@ -95,7 +96,7 @@ def layer(files: list[tuple[str, str]]) -> tuple[str, ...]:
 
 @rule(desc="Read layered requirements", level=LogLevel.DEBUG)
 async def read_layered_requirements(request: LayeredRequirementsRequest) -> LayeredRequirements:
-    if request.layout == LOCALAI_LAYOUT:
+    if LAYOUTS[request.layout].imported:
         return await Get(LayeredRequirements, LocalAIRequirementsRequest(request.directory, request.accelerator, request.owner))
     paths = (
         f"{request.directory}/requirements.txt",

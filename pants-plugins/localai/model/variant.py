@@ -28,6 +28,7 @@ from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
 from localai.model.accelerators import Accelerator, AcceleratorMatrix, python_version_of
+from localai.model.layout import LAYOUTS, Layout
 from localai.model.lock_consistency import unsatisfied
 from localai.model.lockfile import Lockfile, LockfileRequest, MaybeLockfile
 from localai.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform, platform_named
@@ -262,7 +263,7 @@ class BackendVariant:
     variant: Variant
     version: str
     size_budget_mb: int  # the target's budget, else the accelerator's
-    layout: str
+    layout: Layout
     lockfile: Lockfile | None
     not_lockable_here: str | None  # the target's reason, if it gives one
     # project -> why: forbidden projects this variant may hold (an imported folder's, BUILD `exempt`)
@@ -379,7 +380,7 @@ async def backend_variant(request: BackendVariantRequest) -> BackendVariant:
         variant=variant,
         version=tgt[VersionField].value,
         size_budget_mb=tgt[SizeBudgetField].value or variant.accelerator.size_budget_mb,
-        layout=tgt[LayoutField].value,
+        layout=LAYOUTS[tgt[LayoutField].value],
         lockfile=maybe.lockfile,
         not_lockable_here=tgt[NotLockableHereField].value,
         exempt=FrozenDict(sorted((tgt.get(ExemptField).value or {}).items())),

@@ -15,10 +15,10 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
+from localai.model.layout import Layout
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import BackendVariant, BackendVariantRequest, PinPolicyError, Variant
 from localai.package.sources import BackendSources, BackendSourcesRequest
-from localai.target_types import BACKEND_LAYOUT, LOCALAI_LAYOUT
 
 # Needed to compile backend.proto at build time, not at run time: kept out of the PEX.
 BUILD_ONLY_REQUIREMENT = "grpcio-tools"
@@ -46,7 +46,7 @@ def check_extra_indexes(variant: Variant, layered: LayeredRequirements) -> None:
     )
 
 
-def runtime_requirements(variant: Variant, layered: LayeredRequirements, layout: str = BACKEND_LAYOUT) -> tuple[str, ...]:
+def runtime_requirements(variant: Variant, layered: LayeredRequirements, layout: Layout) -> tuple[str, ...]:
     """The variant's requirements the PEX carries; refuses what cannot be packaged, naming the fix.
     An imported LocalAI folder's stubs come from the `grpc-stubs` resolve, so it needs no grpcio-tools
     (a grpcio-tools line of its own is locked as LocalAI installs it, and kept out of the PEX too)."""
@@ -55,7 +55,7 @@ def runtime_requirements(variant: Variant, layered: LayeredRequirements, layout:
             f"{variant.address}: the {variant.accelerator.name} variant cannot be built here: " + "; ".join(layered.unsatisfied)
         )
     by_name = {PipRequirement.parse(r).project_name.lower(): r for r in layered.requirements}
-    if BUILD_ONLY_REQUIREMENT not in by_name and layout != LOCALAI_LAYOUT:
+    if BUILD_ONLY_REQUIREMENT not in by_name and layout.pins_grpcio_tools:
         raise GrpcToolsMissingError(
             f"{variant.address}: {variant.directory}/requirements.txt must pin grpcio-tools (the "
             "build compiles backend.proto with it, from the same lock as grpcio/protobuf)."

@@ -54,7 +54,8 @@ from pants.engine.target import (
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
-from localai.model.folder import ARTIFACT, BUILD_RECORD
+from localai.model.folder import ARTIFACT, BACKEND_PACKAGE, BUILD_RECORD
+from localai.model.layout import Layout
 from localai.model.localai_layout import COMMON_DIR
 from localai.model.lockfile import LockfileRequest, MaybeLockfile
 from localai.model.variant import Variant, lockfile_path
@@ -65,15 +66,8 @@ from localai.native.rules import NATIVE_TOOLCHAIN_LOCK, NativeEngineFieldSet
 from localai.package.proto import STUBS_RESOLVE, CompiledProto, VariantStubsRequest
 from localai.package.sbom import engine_components
 from localai.scripts import script_file
-from localai.target_types import LOCALAI_LAYOUT, LocalAISourcesField, ProtoSourcesField
+from localai.target_types import LocalAISourcesField, ProtoSourcesField
 
-BACKEND_PACKAGE = "localai_backend"  # the backend's own files, whatever its folder is called
-ENTRY_POINTS = {
-    "backend": f"{BACKEND_PACKAGE}.backend:main",
-    # pex runs a module given without a function as __main__; for a package, its __main__.py
-    # (localai_main.py), which runs backend.py as `python backend.py` does.
-    LOCALAI_LAYOUT: BACKEND_PACKAGE,
-}
 LOCALAI_MAIN = f"{BACKEND_PACKAGE}/__main__.py"
 
 
@@ -89,7 +83,7 @@ class EngineArtifactsError(LocalAIError):
 class BackendSourcesRequest:
     variant: Variant
     resolve_ics: InterpreterConstraints
-    layout: str
+    layout: Layout
 
 
 @dataclass(frozen=True)
@@ -234,12 +228,12 @@ async def assemble_backend_sources(request: BackendSourcesRequest) -> BackendSou
         Get(SourceFiles, SourceFilesRequest([t[LocalAISourcesField] for t in transitive.closure if t.has_field(LocalAISourcesField)])),
         Get(SourceFiles, SourceFilesRequest([t[ProtoSourcesField] for t in transitive.closure if t.has_field(ProtoSourcesField)])),
     )
-    if request.layout == LOCALAI_LAYOUT:
+    if request.layout.imported:
         parts, components = await _localai_folder(request, py, protos), ()
     else:
         engines = await Get(EngineArtifacts, EngineArtifactsRequest(variant.address, variant.platform.machine))
         parts, components = [*await _own_backend(request, py, protos), engines.digest], engines.sbom_components
-    return BackendSources(await Get(Digest, MergeDigests(parts)), ENTRY_POINTS[request.layout], components)
+    return BackendSources(await Get(Digest, MergeDigests(parts)), request.layout.entry_point, components)
 
 
 def rules():
