@@ -112,7 +112,13 @@ def test_remote_cache_and_remote_execution(tmp_path) -> None:
         assert s2["remote_cache_requests"] > 0
         # On a miss: Pants' warnings (why a read failed), then what clone 2 still ran itself.
         why = [l for l in out2.splitlines() if "WARN" in l or "rror" in l] + [l for l in out2.splitlines() if "Starting:" in l]
-        assert s2["remote_cache_requests_cached"] == s2["remote_cache_requests"], "\n".join([*why, f"clone 1: {s1}", f"clone 2: {s2}"])
+        # Every lookup found its entry. Pants 2.17 starts a process locally while its lookup is in
+        # flight (speculation delay 0): one that finishes first is counted apart, not as a miss
+        # (measured on a loaded runner: 18 hits and 1 local-first of 19, 0 uncached).
+        context = "\n".join([*why, f"clone 1: {s1}", f"clone 2: {s2}"])
+        assert s2["remote_cache_requests_uncached"] == 0 and s2["remote_cache_read_errors"] == 0, context
+        hit_or_raced = s2["remote_cache_requests_cached"] + s2["remote_cache_speculation_local_completed_first"]
+        assert hit_or_raced == s2["remote_cache_requests"] and s2["remote_cache_requests_cached"] > 0, context
         same_outputs(clone1, clone2)
         print(f"\nREMOTE-CACHE cold={cold:.1f}s cached={cached:.1f}s ratio={cached / cold:.2f} "
               f"remote_hits={s2['remote_cache_requests_cached']}/{s2['remote_cache_requests']} "
