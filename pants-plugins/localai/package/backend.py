@@ -175,7 +175,7 @@ async def package_backend_variant(
     backend_variant, variant, layered, sources, ics = (
         inputs.backend_variant, inputs.variant, inputs.layered, inputs.sources, inputs.interpreter_constraints
     )
-    lockfile, version = backend_variant.packageable_lock(), backend_variant.version
+    lockfile, version = inputs.lockfile, backend_variant.version
     pex = await Get(BackendPex, VariantPexRequest(field_set.address))
     if variant.accelerator.name in audit.package_accelerators:  # the variants `pants lint` audits built
         audited = await Get(ArtifactAudit, BuiltArtifact, built_artifact(backend_variant, pex.digest))

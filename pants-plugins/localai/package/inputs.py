@@ -16,6 +16,7 @@ from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
 from localai.model.layout import Layout
+from localai.model.lockfile import Lockfile
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import BackendVariant, BackendVariantRequest, PinPolicyError, Variant
 from localai.package.sources import BackendSources, BackendSourcesRequest
@@ -71,6 +72,7 @@ class VariantInputsRequest:
 @dataclass(frozen=True)
 class VariantInputs:
     backend_variant: BackendVariant
+    lockfile: Lockfile  # checked: the audit would not refuse what it builds
     layered: LayeredRequirements
     requirements: tuple[str, ...]  # what the PEX carries (runtime_requirements)
     interpreter_constraints: InterpreterConstraints
@@ -85,13 +87,13 @@ class VariantInputs:
 async def variant_inputs(request: VariantInputsRequest) -> VariantInputs:
     backend_variant = await Get(BackendVariant, BackendVariantRequest(request.address))
     variant = backend_variant.variant
-    backend_variant.packageable_lock()  # refuses, before anything is built, a lock the audit refuses
+    lockfile = backend_variant.packageable_lock()  # refuses, before anything is built, a lock the audit refuses
     layered = await Get(LayeredRequirements, RequirementsOfVariant(request.address, variant))
     check_extra_indexes(variant, layered)
     requirements = runtime_requirements(variant, layered, backend_variant.layout)
     ics = InterpreterConstraints([variant.accelerator.python])
     sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
-    return VariantInputs(backend_variant, layered, requirements, ics, sources)
+    return VariantInputs(backend_variant, lockfile, layered, requirements, ics, sources)
 
 
 def rules():
