@@ -32,7 +32,7 @@ from localai.native import rules as native_rules
 from localai.native import target_types as native_target_types
 from localai.oci import image, index, publish
 from localai.package import audit as package_audit
-from localai.package import backend, cross_downloads, inputs, pex_assembly, portable_python, proto, signing, source_checkout, sources
+from localai.package import backend, cross_downloads, inputs, install, pex_assembly, portable_python, proto, signing, source_checkout, sources
 
 
 def build_file_aliases():
@@ -68,6 +68,7 @@ def rules():
         *cross_downloads.rules(),
         *inputs.rules(),
         *pex_assembly.rules(),
+        *install.rules(),
         *image.rules(),
         *index.rules(),
         *publish.rules(),

@@ -6,7 +6,7 @@ Three checks, each failing with the file, the cause and the fix:
      cryptography, in the sandbox: the plugin's own venv has no cryptography);
   2. the statement beside the envelope, when there is one, is the signed payload byte for byte;
   3. every subject of the signed statement matches the files as they are now: each is hashed
-     again (package/subjects.py), the packed PEX by PexTree's recipe.
+     again (package/subjects.py), the packed PEX by FileTree's recipe.
 The artifact is read where it lies (under dist/ or anywhere: `-- /abs/path`), like bundle.py
 reads dist/: it is what is being checked, not an input of a build.
 """

@@ -23,20 +23,21 @@ DEPS = ".deps/"
 
 
 @dataclass(frozen=True)
-class PexTree:
-    """A packed PEX (a directory) as one artifact: its sha256 is that of `sha256sum`'s listing of
-    its files, so anyone can recompute it with coreutils:
-        cd backend.pex && find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum
+class FileTree:
+    """A directory as one artifact (a packed PEX, site-packages/): its sha256 is that of
+    `sha256sum`'s listing of its files, so anyone can recompute it with coreutils:
+        cd site-packages && find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum
     """
 
     sha256: str
     size: int
-    # The distributions installed in it: pex's packed layout keeps each one as a zip named after
-    # the wheel it was installed from, `.deps/<wheel file name>`; (that name, the zip's sha256).
-    deps: tuple[tuple[str, str], ...] = ()
+    # The distributions in it. A packed PEX keeps each one as a zip named after the wheel it was
+    # installed from, `.deps/<wheel file name>`: (that name, the zip's sha256). site-packages/
+    # (package/install.py): (that name, the tree sha256 of its installed files, its RECORD's path).
+    deps: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
-    def of(cls, entries, root: str) -> "PexTree":
+    def of(cls, entries, root: str) -> "FileTree":
         files = sorted(
             (e.path[len(root) + 1 :], e.file_digest) for e in entries if isinstance(e, FileEntry) and e.path.startswith(root + "/")
         )
@@ -45,7 +46,7 @@ class PexTree:
 
 
 def tree_sha256(files: dict[str, str]) -> str:
-    """The sha256 of a directory as PexTree defines it, from its files' paths (relative to it) and
+    """The sha256 of a directory as FileTree defines it, from its files' paths (relative to it) and
     sha256s: that of the `sha256sum` listing, sorted by path (LC_ALL=C). One recipe for packaging
     and for `pants localai-verify`, which recomputes it from the folder or the image."""
     listing = "".join(f"{files[path]}  {path}\n" for path in sorted(files))
@@ -55,7 +56,7 @@ def tree_sha256(files: dict[str, str]) -> str:
 @dataclass(frozen=True)
 class BackendPex:
     digest: Digest  # backend.pex/ at the digest root
-    tree: PexTree
+    tree: FileTree
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@
                                              it from layout/ when it is needed)
   dist/images/<name>/<accel>/image.json      manifest digest, layers (digest, size, diff_id)
 
-One process per layer, its input only that layer's files: each big file (a wheel under
-backend.pex/.deps/) is tarred and hashed by a process keyed by that file's digest, so after an
-edit of the backend's own code only the small-files layer is written again and the wheel layers
+One process per layer, its input only that layer's files: each big installed distribution
+(site-packages/, its RECORD's files) is tarred and hashed by a process keyed by those files, so
+after an edit of the backend's own code only the small-files layer is written again and the distribution layers
 come from Pants' cache (local or remote) like any other process output. Then one process writes
 the config, the manifest (and, with [localai-oci].tarball, the tarball) from the layers' descriptors. The bytes are those of
 layout.py's one-shot `main` (oci/layout_test.py checks that the two agree).
@@ -42,7 +42,7 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.model.folder import RUN_SH
 from localai.oci.options import OciSubsystem
-from localai.oci.scripts.layout import OWN_LAYER_BYTES, group_paths, layer_label
+from localai.oci.scripts.layout import OWN_LAYER_BYTES, RECORD_SUFFIX, group_paths, record_owners
 from localai.scripts import script_file
 
 SCRIPT = "layout.py"  # oci/scripts/layout.py, run as a process
@@ -138,13 +138,15 @@ async def build_backend_image(request: BackendImageRequest, oci: OciSubsystem) -
         raise ImageFolderError(
             f"{request.ref_name}: no executable run.sh at the folder root; LocalAI refuses such an image. Fix: package it with its run.sh."
         )
-    # Grouped from the entries' sizes (no file read); each group's files are their own digest, so
-    # a layer's process key is exactly its files.
-    groups = group_paths({p: e.file_digest.serialized_bytes_length for p, e in files.items()}, OWN_LAYER_BYTES, request.own_layer_dirs)
-    layer_files = await MultiGet(Get(Digest, CreateDigest([files[p] for p in group])) for group in groups)
+    # Grouped from the entries' sizes and the installed distributions' RECORDs (no other file
+    # read); each group's files are their own digest, so a layer's process key is exactly its files.
+    records = await Get(DigestContents, DigestSubset(request.folder, PathGlobs([f"**/*{RECORD_SUFFIX}"])))
+    owners = record_owners({fc.path: fc.content.decode("utf-8") for fc in records})
+    sizes = {p: e.file_digest.serialized_bytes_length for p, e in files.items()}
+    groups = group_paths(sizes, OWN_LAYER_BYTES, request.own_layer_dirs, owners)
+    layer_files = await MultiGet(Get(Digest, CreateDigest([files[p] for p in group])) for _, group in groups)
     layers = await MultiGet(
-        Get(ImageLayer, ImageLayerRequest(d, layer_label(g, request.own_layer_dirs), request.interpreter_constraints))
-        for d, g in zip(layer_files, groups)
+        Get(ImageLayer, ImageLayerRequest(d, label, request.interpreter_constraints)) for d, (label, _) in zip(layer_files, groups)
     )
     python, script = await MultiGet(
         Get(PythonExecutable, InterpreterConstraints, request.interpreter_constraints),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from localai.oci.scripts.layout import COMMANDS, group_paths, image_main, layer_groups, layer_label, layer_main, main, read_layout, write_layout
+from localai.oci.scripts.layout import COMMANDS, group_paths, image_main, layer_groups, layer_main, main, read_layout, record_owners, write_layout
 
 
 def _folder(root: Path, *, small: str = "small " * 100, big: bytes = b"B" * 4096, mtime: int = 1_700_000_000, mode: int = 0o644) -> Path:
@@ -122,29 +122,53 @@ def test_an_own_layer_dir_is_one_layer_shared_by_images_that_carry_it(tmp_path: 
             assert tar.getnames() == ["python", "python/bin", "python/lib", "python/lib/python3.11", "python/bin/python3.11", "python/lib/python3.11/os.py"]
             assert tar.getmember("python/bin/python3.11").mode == 0o755
     a, b = images
-    assert len(a["layers"]) == 3  # python/, backend.pex, the small files
+    assert len(a["layers"]) == 3  # python/, the big file, the small files
     assert a["layers"][0] == b["layers"][0]
     assert a["layers"][1] != b["layers"][1] and a["manifest_digest"] != b["manifest_digest"]
 
 
-def test_a_wheel_of_a_packed_pex_is_the_same_layer_in_every_image_that_carries_it(tmp_path: Path) -> None:
-    """backend.pex/.deps/<wheel> at or above the default --own-layer-bytes (1 MiB) is a layer of
-    its own: two backends carrying the same torch share its digest, so a registry stores it once."""
-    wheel = b"".join(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(40_000))  # 1.2 MiB of noise
+def _install(folder: Path, dist: str, files: dict[str, bytes]) -> None:
+    """`dist` installed in folder/site-packages/ as install_wheel.py leaves it: its files and a
+    RECORD listing them (RECORD's own line last, no hash)."""
+    site = folder / "site-packages"
+    for name, data in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_bytes(data)
+    record = site / f"{dist}.dist-info/RECORD"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    rows = [f"{name},sha256=x,{len(data)}" for name, data in sorted(files.items())]
+    record.write_text("\n".join([*rows, f"{dist}.dist-info/RECORD,,"]) + "\n")
+
+
+def _noise(n: int, seed: int = 0) -> bytes:
+    return b"".join(hashlib.sha256((seed * 1_000_000 + i).to_bytes(8, "big")).digest() for i in range(n // 32))
+
+
+def test_an_installed_distribution_is_the_same_layer_in_every_image_that_carries_it(tmp_path: Path) -> None:
+    """A distribution in site-packages/ of 1 MiB or more (the default --own-layer-bytes), its
+    files those its RECORD lists, is a layer of its own though no file of it is 1 MiB: two backends
+    carrying the same torch share its digest, so a registry stores it once."""
     images = []
     for name in ("a", "b"):
         folder = _folder(tmp_path / name, small=name)
         (folder / "backend.pex").unlink()
-        (folder / "backend.pex/.deps").mkdir(parents=True)
-        (folder / "backend.pex/.deps/torch-2.13.0-cp311-none-linux_x86_64.whl").write_bytes(wheel)
-        (folder / f"backend.pex/{name}.py").write_text(name)
+        _install(folder, "torch-2.13.0", {"torch/__init__.py": b"import torch._C\n", "torch/_C.so": _noise(700_000, 1), "torch/lib/libtorch.so": _noise(700_000, 2)})
+        (folder / f"site-packages/{name}.py").write_text(name)
         out = tmp_path / f"{name}-out"
         assert main([str(folder), str(out), "--ref-name=x"]) == 0
         images.append(json.loads((out / "image.json").read_text()))
     a, b = images
-    assert len(a["layers"]) == 2 and a["layers"][0] == b["layers"][0]  # the wheel, then the rest
+    assert len(a["layers"]) == 2 and a["layers"][0] == b["layers"][0]  # torch, then the rest
     manifest, _ = read_layout(tmp_path / "a-out/layout")
     assert manifest["layers"][0]["mediaType"] == "application/vnd.oci.image.layer.v1.tar"  # noise: gzip saves nothing
+    config = json.loads((tmp_path / "a-out/layout/blobs/sha256" / manifest["config"]["digest"].split(":")[1]).read_text())
+    assert config["history"][0]["created_by"] == "localai-build: site-packages/torch-2.13.0.dist-info"
+    blob = tmp_path / "a-out/layout/blobs/sha256" / manifest["layers"][0]["digest"].split(":")[1]
+    with tarfile.open(blob) as tar:
+        assert sorted(m.name for m in tar.getmembers() if m.isfile()) == [
+            "site-packages/torch-2.13.0.dist-info/RECORD", "site-packages/torch/_C.so", "site-packages/torch/__init__.py",
+            "site-packages/torch/lib/libtorch.so",
+        ]
     assert a["layers"][1] != b["layers"][1]
 
 
@@ -155,14 +179,14 @@ def _stepwise(folder: Path, out: Path, own_layer_dirs: tuple[str, ...] = (), tar
     files: the list, not the disk, must decide (a remote worker writes the digest's modes)."""
     groups = layer_groups(folder, 1024, own_layer_dirs)
     descriptors = []
-    for i, group in enumerate(groups):
+    for i, (label, group) in enumerate(groups):
         sandbox = out.parent / f"{out.name}-layer{i}"
         for p in group:
             (sandbox / "folder" / p).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(folder / p, sandbox / "folder" / p)
             (sandbox / "folder" / p).chmod(0o755)
         (sandbox / "executables.json").write_text(json.dumps([p for p in group if os.access(folder / p, os.X_OK)]))
-        assert layer_main([str(sandbox / "folder"), str(sandbox / "out"), f"--created-by={layer_label(group, own_layer_dirs)}",
+        assert layer_main([str(sandbox / "folder"), str(sandbox / "out"), f"--created-by={label}",
                            f"--executables={sandbox / 'executables.json'}"]) == 0
         descriptors.append(json.loads((sandbox / "out/layer.json").read_text()))
         (blob,) = (sandbox / "out/blobs/sha256").iterdir()
@@ -181,15 +205,15 @@ def test_layer_by_layer_steps_give_the_bytes_of_the_one_shot_image(tmp_path: Pat
     (folder / "python/bin/python3").write_bytes(b"\x7fELF" + b"p" * 3000)
     (folder / "python/bin/python3").chmod(0o755)
     (folder / "backend.pex").unlink()
-    (folder / "backend.pex/.deps").mkdir(parents=True)
-    (folder / "backend.pex/.deps/a.whl").write_bytes(b"".join(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(100)))
-    (folder / "backend.pex/.deps/b.whl").write_bytes(b"b" * 5000)
-    (folder / "backend.pex/__main__.py").write_text("print(1)\n")
+    _install(folder, "a-1.0", {"a/__init__.py": _noise(3200)})
+    _install(folder, "b-1.0", {"b/__init__.py": b"b" * 5000})
+    _install(folder, "c-1.0", {"c/__init__.py": b"c"})
+    (folder / "start.py").write_text("print(1)\n")
     whole = tmp_path / "whole"
     assert main([str(folder), str(whole), "--ref-name=cpu-x", "--annotation=k=v", "--own-layer-bytes=1024", "--own-layer-dir=python"]) == 0
     steps = tmp_path / "steps"
     _stepwise(folder, steps, ("python",))
-    assert len(json.loads((whole / "image.json").read_text())["layers"]) == 4  # python/, a.whl, b.whl, small files
+    assert len(json.loads((whole / "image.json").read_text())["layers"]) == 5  # python/, a, b, c (small), small files
     assert (steps / "image.json").read_text() == (whole / "image.json").read_text()
     assert (steps / "image.oci.tar").read_bytes() == (whole / "image.oci.tar").read_bytes()
 
@@ -214,28 +238,37 @@ def test_without_tarball_the_layout_gives_the_same_tarball_on_demand(tmp_path: P
         COMMANDS["tarball"]([str(folder), str(tmp_path / "no.tar")])
 
 
-def test_the_pex_s_small_locked_files_are_a_layer_apart_from_the_code() -> None:
-    """An edit of the backend's code changes the last layer only: the small wheels and the
-    bootstrap zip (decided by the lock and pex) share a layer of their own."""
+def test_small_distributions_are_a_layer_apart_from_the_code() -> None:
+    """An edit of the backend's code changes the last layer only: the small installed
+    distributions (decided by the lock alone) share a layer of their own; a big distribution is
+    one layer whatever its files' sizes; RECORD's owners decide, not the paths."""
     sizes = {
         "run.sh": 10,
+        "start.py": 10,
         "build-record.json": 10,
-        "backend.pex/__main__.py": 10,
-        "backend.pex/PEX-INFO": 10,
-        "backend.pex/localai_backend/backend.py": 10,
-        "backend.pex/.bootstrap": 500,
-        "backend.pex/.deps/small-1.0-py3-none-any.whl": 500,
-        "backend.pex/.deps/tiny-1.0-py3-none-any.whl": 500,
-        "backend.pex/.deps/big-1.0-py3-none-any.whl": 5000,
+        "site-packages/localai_backend/backend.py": 10,
+        "site-packages/small/__init__.py": 500,
+        "site-packages/small-1.0.dist-info/RECORD": 50,
+        "site-packages/tiny.py": 500,
+        "site-packages/tiny-1.0.dist-info/RECORD": 50,
+        "site-packages/big/a.py": 600,
+        "site-packages/big/b.so": 600,
+        "site-packages/big-1.0.dist-info/RECORD": 50,
+        "site-packages/engine.so": 5000,  # the backend's own big file: alone
     }
-    groups = group_paths(sizes, 1024)
-    assert groups == [
-        ["backend.pex/.deps/big-1.0-py3-none-any.whl"],
-        ["backend.pex/.bootstrap", "backend.pex/.deps/small-1.0-py3-none-any.whl", "backend.pex/.deps/tiny-1.0-py3-none-any.whl"],
-        ["backend.pex/PEX-INFO", "backend.pex/__main__.py", "backend.pex/localai_backend/backend.py", "build-record.json", "run.sh"],
+    records = {
+        "site-packages/small-1.0.dist-info/RECORD": "small/__init__.py,sha256=x,500\nsmall-1.0.dist-info/RECORD,,\n",
+        "site-packages/tiny-1.0.dist-info/RECORD": "tiny.py,sha256=x,500\n../../bin/tiny,sha256=x,1\ntiny-1.0.dist-info/RECORD,,\n",
+        "site-packages/big-1.0.dist-info/RECORD": "big/a.py,sha256=x,600\nbig/b.so,sha256=x,600\nbig-1.0.dist-info/RECORD,,\n",
+    }
+    owners = record_owners(records)
+    assert owners["site-packages/big/b.so"] == "site-packages/big-1.0.dist-info" and "bin/tiny" not in str(owners)
+    assert group_paths(sizes, 1024, (), owners) == [
+        ("localai-build: site-packages/big-1.0.dist-info", ["site-packages/big-1.0.dist-info/RECORD", "site-packages/big/a.py", "site-packages/big/b.so"]),
+        ("localai-build: small locked distributions", [
+            "site-packages/small-1.0.dist-info/RECORD", "site-packages/small/__init__.py", "site-packages/tiny-1.0.dist-info/RECORD",
+            "site-packages/tiny.py",
+        ]),
+        ("localai-build: site-packages/engine.so", ["site-packages/engine.so"]),
+        ("localai-build: small files", ["build-record.json", "run.sh", "site-packages/localai_backend/backend.py", "start.py"]),
     ]
-    assert [layer_label(g) for g in groups] == [
-        "localai-build: backend.pex/.deps/big-1.0-py3-none-any.whl", "localai-build: small locked files", "localai-build: small files"
-    ]
-    # one locked file alone is its own layer, named by its path
-    assert group_paths({"run.sh": 1, "backend.pex/.bootstrap": 1}, 1024) == [["backend.pex/.bootstrap"], ["run.sh"]]

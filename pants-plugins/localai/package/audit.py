@@ -32,7 +32,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from localai.model.accelerators import MATRIX_PATH, Accelerator, canonical_soname, is_gpu_runtime
-from localai.model.artifact import BackendPex, BackendVariantFieldSet, PexTree, VariantPexRequest
+from localai.model.artifact import BackendPex, BackendVariantFieldSet, FileTree, VariantPexRequest
 from localai.model.folder import ARTIFACT
 from localai.model.variant import BackendVariant, BackendVariantRequest
 from localai.scripts import script_file
@@ -254,7 +254,7 @@ async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
     if not info:
         raise ValueError(f"{artifact.pex_path}: no PEX-INFO, so not a packed PEX: the audit cannot list its wheels")
     dists = sorted(json.loads(info[0].content)["distributions"])
-    tree = PexTree.of(await Get(DigestEntries, Digest, artifact.digest), artifact.pex_path)
+    tree = FileTree.of(await Get(DigestEntries, Digest, artifact.digest), artifact.pex_path)
     size_line, over_budget = judge_size(artifact.shown_as or artifact.pex_path, tree.size, artifact.budget_mb)
     # The wheels (.deps/, which change with the lock alone) apart from the backend's own files, so
     # an edit of backend.py rescans only the latter: `pants package` audits every build.

@@ -1,23 +1,24 @@
-"""`pants package backends/<name>:<accel>`: the backend PEX and the LocalAI backend folder.
+"""`pants package backends/<name>:<accel>`: the LocalAI backend folder, its OCI image and its PEX.
 
 Output, under dist/backends/<name>/<accel>/ (the folder LocalAI loads):
-  backend.pex/             the gRPC server, a PEX in pex's `packed` layout (a directory):
-                           backend.pex/__main__.py --addr host:port. Each wheel is one zip under
-                           backend.pex/.deps/, zipped once per wheel version in the pex_root
-                           named cache and reused by every backend that carries it (a zipapp
-                           re-compresses all of torch on every build); in the OCI image each big
-                           wheel is a layer of its own, shared by every image that carries it
-  run.sh                   what LocalAI executes; passes its arguments to the PEX
-  python/                  the portable CPython run.sh starts the PEX with, when
+  run.sh                   what LocalAI executes: `python -I -S -B start.py`, its arguments passed on
+  start.py                 the backend's entry point, site-packages/ alone on sys.path (install.py)
+  site-packages/           the locked distributions and the backend's own files, installed and
+                           compiled at build time: the first start imports and answers, and nothing
+                           is written outside the folder, even with a read-only folder or HOME
+  python/                  the portable CPython run.sh starts the backend with, when
                            [localai-portable-python].archive is set (portable_python.py)
-  build-record.json        name, accelerator, platform, capabilities, version, lockfile and artifact sha256
-                           (not metadata.json: LocalAI writes its own file of that name into
-                           every installed backend folder)
+  build-record.json        name, accelerator, platform, capabilities, version, lockfile, site-packages/
+                           and PEX sha256 (not metadata.json: LocalAI writes its own file of that
+                           name into every installed backend folder)
   sbom.cdx.json            CycloneDX SBOM from the lockfile (sbom.py, records.py)
   provenance.intoto.json   in-toto / SLSA provenance statement (provenance.py)
   provenance.intoto.dsse.json  that statement signed (DSSE), only when [localai-signing].key_file
                            is set (signing.py); checked by `./pants localai-verify`
-and under dist/images/<name>/<accel>/ the OCI image of that folder (image.py).
+under dist/images/<name>/<accel>/ the OCI image of that folder (image.py), and under
+dist/pex/<name>/<accel>/backend.pex/ the PEX the folder is installed from: one directory in pex's
+`packed` layout (`python backend.pex --addr host:port`), each wheel one zip under .deps/, for
+those who want the backend as one relocatable unit (it installs itself into PEX_ROOT on first run).
 """
 from __future__ import annotations
 
@@ -30,7 +31,19 @@ from pants.backend.python.util_rules.pex import CompletePlatforms, Pex, PexReque
 from pants.backend.python.util_rules.pex_cli import PexCli
 from pants.backend.python.util_rules.pex_requirements import PexRequirements, Resolve
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
-from pants.engine.fs import EMPTY_DIGEST, AddPrefix, CreateDigest, Digest, DigestEntries, MergeDigests, PathGlobs, RemovePrefix, Snapshot
+from pants.engine.fs import (
+    EMPTY_DIGEST,
+    AddPrefix,
+    CreateDigest,
+    Digest,
+    DigestContents,
+    DigestEntries,
+    DigestSubset,
+    MergeDigests,
+    PathGlobs,
+    RemovePrefix,
+    Snapshot,
+)
 from pants.engine.platform import Platform
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.unions import UnionRule
@@ -39,14 +52,15 @@ from pants.version import VERSION as PANTS_VERSION
 
 from localai.errors import LocalAIError
 from localai.model.accelerators import python_version_of
-from localai.model.artifact import BackendPex, BackendVariantFieldSet, PexTree, VariantPexRequest
-from localai.model.folder import ARTIFACT, BUILD_RECORD, ENVELOPE_NAME, PORTABLE_PYTHON_DIR, PROVENANCE_NAME, RUN_SH, SBOM_NAME
+from localai.model.artifact import BackendPex, BackendVariantFieldSet, FileTree, VariantPexRequest
+from localai.model.folder import ARTIFACT, BUILD_RECORD, ENVELOPE_NAME, PEX_DIR, PORTABLE_PYTHON_DIR, PROVENANCE_NAME, RUN_SH, SBOM_NAME, SITE_PACKAGES, START_PY
 from localai.model.variant import Variant
 from localai.model.wheelhouse import WheelhouseUrls, WheelhouseUrlsRequest
 from localai.oci.image import BackendImage, BackendImageRequest, image_dir
 from localai.package.audit import ArtifactAudit, BuiltArtifact, built_artifact
 from localai.package.cross_downloads import CrossDownloads, CrossDownloadsRequest
 from localai.package.inputs import VariantInputs, VariantInputsRequest
+from localai.package.install import InstalledBackend, InstalledBackendRequest
 from localai.package.options import AuditSubsystem
 from localai.package.pex_assembly import SplitPexRequest
 from localai.package.portable_python import PortablePython, PortablePythonRequest
@@ -115,7 +129,7 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
             description=f"Build {path}",
         )),
     )
-    tree = PexTree.of(await Get(DigestEntries, Digest, pex.digest), path)
+    tree = FileTree.of(await Get(DigestEntries, Digest, pex.digest), path)
     return BackendPex(await Get(Digest, RemovePrefix(pex.digest, variant.folder)), tree)
 
 
@@ -188,13 +202,17 @@ async def package_backend_variant(
         if variant.platform.cross
         else await Get(PortablePython, PortablePythonRequest(python_version_of(variant.accelerator.python)))
     )
+    installed = await Get(InstalledBackend, InstalledBackendRequest(pex.digest, sources.digest, sources.entry_point, ics))
+    start = await Get(DigestContents, DigestSubset(installed.digest, PathGlobs([START_PY])))
     wheelhouse = await Get(WheelhouseUrls, WheelhouseUrlsRequest())
     checkout = await Get(SourceCheckout, SourceCheckoutRequest())
     records = folder_records(
         variant=variant,
         version=version,
         lockfile=lockfile,
-        pex_tree=pex.tree,
+        tree=installed.tree,
+        pex_tree_sha256=pex.tree.sha256,
+        start_py=start[0].content,
         pin_policy=layered.replacements,
         portable=portable,
         engine_components=sources.sbom_components,
@@ -208,16 +226,22 @@ async def package_backend_variant(
     )
     statement = next(r.content for r in records if r.path == PROVENANCE_NAME)
     envelope = await Get(ProvenanceEnvelope, ProvenanceEnvelopeRequest(str(field_set.address), statement))
-    folder = await Get(Digest, MergeDigests([pex.digest, await Get(Digest, CreateDigest(records)), envelope.digest, portable.digest]))
+    folder = await Get(Digest, MergeDigests([installed.digest, await Get(Digest, CreateDigest(records)), envelope.digest, portable.digest]))
     image = await Get(BackendImage, BackendImageRequest, image_request(variant, version, lockfile.sha256, folder, ics, portable))
-    digest = await Get(Digest, MergeDigests([await Get(Digest, AddPrefix(folder, variant.folder)), image.digest]))
+    pex_dir = f"{PEX_DIR}/{variant.backend}/{variant.name}"
+    digest = await Get(
+        Digest,
+        MergeDigests([await Get(Digest, AddPrefix(folder, variant.folder)), image.digest, await Get(Digest, AddPrefix(pex.digest, pex_dir))]),
+    )
+    tree = installed.tree
     return BuiltPackage(
         digest,
         (
-            BuiltPackageArtifact(f"{variant.folder}/{ARTIFACT}/", (f"{pex.tree.size / 1e6:.1f} MB, tree sha256 {pex.tree.sha256}",)),
-            *(BuiltPackageArtifact(f"{variant.folder}/{name}") for name in (RUN_SH, BUILD_RECORD, SBOM_NAME, PROVENANCE_NAME)),
+            BuiltPackageArtifact(f"{variant.folder}/{SITE_PACKAGES}/", (f"{tree.size / 1e6:.1f} MB installed, tree sha256 {tree.sha256}",)),
+            *(BuiltPackageArtifact(f"{variant.folder}/{name}") for name in (RUN_SH, START_PY, BUILD_RECORD, SBOM_NAME, PROVENANCE_NAME)),
             *((BuiltPackageArtifact(f"{variant.folder}/{ENVELOPE_NAME}", ("signed",)),) if envelope.signed else ()),
             BuiltPackageArtifact(f"{image_dir(variant.backend, variant.name)}/", (f"OCI image {image.manifest_digest}",)),
+            BuiltPackageArtifact(f"{pex_dir}/{ARTIFACT}/", (f"{pex.tree.size / 1e6:.1f} MB, tree sha256 {pex.tree.sha256}",)),
         ),
     )
 

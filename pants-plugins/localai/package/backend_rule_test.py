@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -44,10 +45,12 @@ def main():
 
     rpcs = backend_pb2.DESCRIPTOR.services_by_name["Backend"].methods
     assert hasattr(backend_pb2_grpc, "BackendServicer")
-    # Where the dynamic loader's $ORIGIN for this extension is: the venv's own site-packages, or a
-    # symlink's target in one wheel's directory (where another wheel's libraries are not).
+    # Where the dynamic loader's $ORIGIN for this extension is: the folder's one site-packages
+    # (where another distribution's libraries are too), and nothing of the host's on sys.path.
+    site = os.environ["PYTHONPATH"]
     origin = os.path.dirname(os.path.realpath(cygrpc.__file__))
-    print(f"grpc={grpc.__version__} rpcs={len(rpcs)} args={sys.argv[1:]} origin_in_venv={origin.startswith(sys.prefix)}")
+    host = [p for p in sys.path if p.endswith("-packages") and p != site]
+    print(f"grpc={grpc.__version__} rpcs={len(rpcs)} args={sys.argv[1:]} origin_in_site={origin.startswith(site)} host_sites={host}")
 '''
 
 
@@ -134,25 +137,33 @@ def built(rule_runner) -> tuple[RuleRunner, BuiltPackage]:
 def test_packaging_writes_the_folder_localai_loads_and_its_image(built) -> None:
     rule_runner, result = built
     artifacts = [a.relpath for a in result.artifacts]
-    assert artifacts == [f"{FOLDER}/{n}" for n in ("backend.pex/", "run.sh", BUILD_RECORD, "sbom.cdx.json",
-                                                    "provenance.intoto.json")] + ["images/tiny/cpu/"]
+    assert artifacts == [f"{FOLDER}/{n}" for n in ("site-packages/", "run.sh", "start.py", BUILD_RECORD, "sbom.cdx.json",
+                                                    "provenance.intoto.json")] + ["images/tiny/cpu/", "pex/tiny/cpu/backend.pex/"]
     entries = {e.path: e for e in rule_runner.request(DigestEntries, [result.digest]) if isinstance(e, FileEntry)}
-    # pex's packed layout: a directory whose __main__.py is what run.sh executes.
-    assert entries[f"{FOLDER}/run.sh"].is_executable and entries[f"{FOLDER}/backend.pex/__main__.py"].is_executable
-    assert any(p.startswith(f"{FOLDER}/backend.pex/.deps/grpcio-1.85.3-") for p in entries)
+    # Installed and compiled: grpc's files and their bytecode, listed in its RECORD.
+    assert entries[f"{FOLDER}/run.sh"].is_executable and f"{FOLDER}/start.py" in entries
+    assert f"{FOLDER}/site-packages/grpc/__pycache__/__init__.cpython-311.pyc" in entries
+    assert f"{FOLDER}/site-packages/backends/proto/__pycache__/backend_pb2.cpython-311.pyc" in entries  # the backend's own
+    (record,) = [p for p in entries if p.startswith(f"{FOLDER}/site-packages/grpcio-1.85.3.dist-info/RECORD")]
+    assert not any(".deps" in p or "backend.pex" in p for p in entries if p.startswith(FOLDER))
+    # The PEX it was installed from, beside it: pex's packed layout.
+    assert entries["pex/tiny/cpu/backend.pex/__main__.py"].is_executable
+    assert any(p.startswith("pex/tiny/cpu/backend.pex/.deps/grpcio-1.85.3-") for p in entries)
     assert "metadata.json" not in {Path(p).name for p in entries}  # LocalAI writes its own
     assert "images/tiny/cpu/image.json" in entries
 
 
-def test_build_record_names_variant_lockfile_and_artifact(built) -> None:
+def test_build_record_names_variant_lockfile_and_artifact(built, tmp_path) -> None:
     rule_runner, _ = built
     dist = Path(rule_runner.build_root, "dist", FOLDER)
-    # The tree sha256 by the coreutils recipe the build record documents (package.PexTree).
-    listing = subprocess.run(
-        "find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum",
-        shell=True, cwd=dist / "backend.pex", capture_output=True, text=True, check=True,
-    ).stdout.split()[0]
-    size = sum(f.stat().st_size for f in (dist / "backend.pex").rglob("*") if f.is_file())
+    # The tree sha256 by the coreutils recipe the build record documents (model/artifact.py FileTree).
+    def listing(where: Path) -> str:
+        return subprocess.run(
+            "find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum",
+            shell=True, cwd=where, capture_output=True, text=True, check=True,
+        ).stdout.split()[0]
+
+    size = sum(f.stat().st_size for f in (dist / "site-packages").rglob("*") if f.is_file())
     record = json.loads((dist / BUILD_RECORD).read_text())
     assert record == {
         "name": "tiny",
@@ -163,19 +174,27 @@ def test_build_record_names_variant_lockfile_and_artifact(built) -> None:
         "resolve": "tiny-cpu",
         "lockfile": "lockfiles/tiny-cpu.lock",
         "lockfile_sha256": hashlib.sha256(LOCK.encode()).hexdigest(),
-        "artifact": "backend.pex",
-        "artifact_sha256": listing,
+        "artifact": "site-packages",
+        "artifact_sha256": listing(dist / "site-packages"),
         "artifact_size": size,
+        "pex_sha256": listing(Path(rule_runner.build_root, "dist/pex/tiny/cpu/backend.pex")),
         "sbom": "sbom.cdx.json",
         "provenance": "provenance.intoto.json",
     }
     sbom = json.loads((dist / "sbom.cdx.json").read_text())
-    # What is inside: grpcio and protobuf, hashed as the files under .deps/; grpcio-tools is build-only.
+    # What is inside: grpcio and protobuf, each hashed as the files its RECORD lists (the recipe
+    # over them, recomputed with coreutils); grpcio-tools is build-only.
     inside = {c["name"]: c for c in sbom["components"]}
     assert set(inside) >= {"grpcio", "protobuf"} and "grpcio-tools" not in inside
     for c in inside.values():
-        path = next(p["value"] for p in c["properties"] if p["name"] == "localai:path")
-        assert c["hashes"] == [{"alg": "SHA-256", "content": hashlib.sha256((dist / path).read_bytes()).hexdigest()}]
+        record = dist / next(p["value"] for p in c["properties"] if p["name"] == "localai:path")
+        files = sorted(line.split(",")[0] for line in record.read_text().splitlines())
+        assert any(f.endswith(".pyc") for f in files)
+        listed = tmp_path / c["name"]
+        for f in files:
+            (listed / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(dist / "site-packages" / f, listed / f)
+        assert c["hashes"] == [{"alg": "SHA-256", "content": listing(listed)}]
     # The test's build root is no git checkout: the provenance says so instead of naming a commit.
     provenance = json.loads((dist / "provenance.intoto.json").read_text())
     source = provenance["predicate"]["buildDefinition"]["externalParameters"]["source"]
@@ -185,12 +204,11 @@ def test_build_record_names_variant_lockfile_and_artifact(built) -> None:
 def test_the_pex_runs_with_stubs_compiled_from_its_own_lock(built, tmp_path) -> None:
     rule_runner, _ = built
     dist = Path(rule_runner.build_root, "dist", FOLDER)
-    # run.sh is what LocalAI executes (the PEX unpacks once per machine into the tests' PEX_ROOT).
-    pex_root = os.environ.get("LOCALAI_TEST_PEX_ROOT") or str(tmp_path / "pex-root")
-    out = subprocess.run(["sh", str(dist / "run.sh"), "--addr", "127.0.0.1:0"], capture_output=True, text=True,
-                         env={**os.environ, "PEX_ROOT": pex_root}, timeout=300)
+    # run.sh is what LocalAI executes: with the host's PYTHONPATH set, it is still the folder alone.
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "HOME": str(tmp_path / "no-home")}
+    out = subprocess.run(["sh", str(dist / "run.sh"), "--addr", "127.0.0.1:0"], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "grpc=1.85.3 rpcs=52 args=['--addr', '127.0.0.1:0'] origin_in_venv=True"
+    assert out.stdout.strip() == "grpc=1.85.3 rpcs=52 args=['--addr', '127.0.0.1:0'] origin_in_site=True host_sites=[]"
 
 
 def test_missing_lockfile_names_the_target_and_the_command_that_makes_it(rule_runner) -> None:

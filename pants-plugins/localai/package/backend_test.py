@@ -154,15 +154,15 @@ def test_packaging_refuses_extra_indexes_the_requirement_files_do_not_name() -> 
     with pytest.raises(ExtraIndexMismatchError) as e:
         check_extra_indexes(variant, LayeredRequirements((), ()))
     assert "Fix: run `./pants localai-import backends/localai`" in str(e.value)
-    from localai.model.artifact import PexTree
+    from localai.model.artifact import FileTree
     from localai.model.lockfile import Lockfile
 
-    record = json.loads(backend_record_json(variant, "0.1.0", Lockfile("lockfiles/x.lock", "ab", b""), PexTree("cd", 1, ())))
+    record = json.loads(backend_record_json(variant, "0.1.0", Lockfile("lockfiles/x.lock", "ab", b""), FileTree("cd", 1, ()), "ef"))
     assert (record["extra_indexes"], record["pip_options"]) == ([OWN_INDEX], "3rdparty/accelerators/variants/localai-llm-cuda13.txt")
     assert "exempt" not in record
     exempt = {"nvidia-ml-py": "pure Python"}
     record = json.loads(
-        backend_record_json(variant, "0.1.0", Lockfile("lockfiles/x.lock", "ab", b""), PexTree("cd", 1, ()), exempt=exempt)
+        backend_record_json(variant, "0.1.0", Lockfile("lockfiles/x.lock", "ab", b""), FileTree("cd", 1, ()), "ef", exempt=exempt)
     )
     assert record["exempt"] == exempt
 

@@ -46,10 +46,11 @@ def _runner(*options: str) -> RuleRunner:
     return rule_runner
 
 
-def test_off_by_default_run_sh_starts_the_pex_with_the_hosts_python() -> None:
+def test_off_by_default_run_sh_starts_the_backend_with_the_hosts_python() -> None:
     portable = _runner().request(PortablePython, [PortablePythonRequest("3.11")])
     assert not portable.enabled and portable.digest == EMPTY_DIGEST
-    assert portable.run_sh().endswith('exec "$dir/backend.pex/__main__.py" "$@"\n') and portable.sbom_components() == () and portable.materials() == ()
+    assert portable.run_sh("3.11").endswith('exec python3.11 -I -S -B "$dir/start.py" "$@"\n')
+    assert portable.sbom_components() == () and portable.materials() == ()
 
 
 def test_a_local_archive_is_unpacked_and_named_by_sha256() -> None:
@@ -63,8 +64,8 @@ def test_a_local_archive_is_unpacked_and_named_by_sha256() -> None:
     files = {fc.path: fc for fc in rule_runner.request(DigestContents, [portable.digest])}
     assert set(files) == {"python/bin/python3.11", "python/lib/python3.11/os.py"}
     assert files["python/bin/python3.11"].is_executable
-    run_sh = portable.run_sh()
-    assert 'exec "$dir/python/bin/python3.11" "$dir/backend.pex" "$@"' in run_sh
+    run_sh = portable.run_sh("3.11")
+    assert 'exec "$dir/python/bin/python3.11" -I -S -B "$dir/start.py" "$@"' in run_sh
     assert "dirname" not in run_sh  # only sh builtins: the host's PATH may be empty
     (component,) = portable.sbom_components()
     assert component["hashes"] == [{"alg": "SHA-256", "content": record["archive_sha256"]}]

@@ -11,8 +11,9 @@ from typing import Mapping
 
 from pants.engine.fs import FileContent
 
-from localai.model.artifact import PexTree
-from localai.model.folder import ARTIFACT, BUILD_RECORD, PROVENANCE_NAME, RUN_SH, SBOM_NAME
+from localai.model.artifact import FileTree
+from localai.model.folder import BUILD_RECORD, PROVENANCE_NAME, RUN_SH, SBOM_NAME, SITE_PACKAGES, START_PY
+from localai.model.accelerators import python_version_of
 from localai.model.lockfile import Lockfile
 from localai.model.records import canonical_json
 from localai.model.variant import Variant
@@ -25,7 +26,8 @@ def backend_record_json(
     variant: Variant,
     version: str,
     lockfile: Lockfile,
-    pex_tree: PexTree,
+    tree: FileTree,
+    pex_sha256: str,
     pin_policy: tuple[str, ...] = (),
     interpreter: dict | None = None,
     exempt: Mapping[str, str] = {},
@@ -40,9 +42,10 @@ def backend_record_json(
             "resolve": variant.resolve,
             "lockfile": lockfile.path,
             "lockfile_sha256": lockfile.sha256,
-            "artifact": ARTIFACT,
-            "artifact_sha256": pex_tree.sha256,  # PexTree: the sha256sum listing of backend.pex/
-            "artifact_size": pex_tree.size,
+            "artifact": SITE_PACKAGES,
+            "artifact_sha256": tree.sha256,  # FileTree: the sha256sum listing of site-packages/
+            "artifact_size": tree.size,
+            "pex_sha256": pex_sha256,  # the PEX it was installed from (dist/pex/), by the same recipe
             "sbom": SBOM_NAME,
             "provenance": PROVENANCE_NAME,
             # Imported LocalAI folders: pins the accelerator's policy replaced (model/localai_layout.py).
@@ -62,7 +65,9 @@ def folder_records(
     variant: Variant,
     version: str,
     lockfile: Lockfile,
-    pex_tree: PexTree,
+    tree: FileTree,
+    pex_tree_sha256: str,
+    start_py: bytes,
     pin_policy: tuple[str, ...],
     portable: PortablePython,
     engine_components: tuple[str, ...],
@@ -75,26 +80,27 @@ def folder_records(
     exempt: Mapping[str, str] = {},
 ) -> tuple[FileContent, ...]:
     """run.sh, the build record, the SBOM and the provenance statement that names all of them."""
-    run_sh = portable.run_sh().encode()
+    run_sh = portable.run_sh(python_version_of(variant.accelerator.python)).encode()
     record = backend_record_json(
-        variant, version, lockfile, pex_tree, pin_policy, portable.record() if portable.enabled else None, exempt
+        variant, version, lockfile, tree, pex_tree_sha256, pin_policy, portable.record() if portable.enabled else None, exempt
     )
     sbom = cyclonedx_sbom(
         name=variant.backend,
         version=version,
-        artifact=ARTIFACT,
-        artifact_sha256=pex_tree.sha256,
+        artifact=SITE_PACKAGES,
+        artifact_sha256=tree.sha256,
         lockfile=lockfile.path,
         lockfile_sha256=lockfile.sha256,
         requirements=lockfile.requirements(),
-        deps=pex_tree.deps,
+        deps=tree.deps,
         original_urls=original_urls,
         extra_components=(*(json.loads(c) for c in engine_components), *portable.sbom_components()),
     )
     provenance = provenance_statement(
         target=str(variant.address),
         subjects={
-            ARTIFACT: pex_tree.sha256,
+            SITE_PACKAGES: tree.sha256,
+            START_PY: hashlib.sha256(start_py).hexdigest(),
             RUN_SH: hashlib.sha256(run_sh).hexdigest(),
             BUILD_RECORD: hashlib.sha256(record).hexdigest(),
             SBOM_NAME: hashlib.sha256(sbom).hexdigest(),

@@ -5,11 +5,11 @@ check every SBOM they build with cyclonedx-python-lib's strict validator): the p
 Pants' own venv, and a generator library would be one more dependency there for a document this
 small.
 
-One component per distribution installed in the packed PEX, read from its `.deps/<wheel>` names
-(PexTree), not per lock entry: a lock entry lists every artifact (wheels for each platform, the
-sdist), the PEX holds one. Its `hashes` are those of the file in the artifact
-(backend.pex/.deps/<wheel>: pex's zip of the installed wheel, which is what anyone can check);
-its `distribution` reference is the wheel as downloaded, with the lock's sha256 and a real URL
+One component per distribution installed in the folder's site-packages/ (FileTree.deps, one per
+`.deps/<wheel>` of the PEX it was installed from), not per lock entry: a lock entry lists every
+artifact (wheels for each platform, the sdist), the folder holds one. Its `hashes` are those of
+its installed files (FileTree's recipe over the files its RECORD lists, which anyone can
+recompute from the folder); `localai:path` is that RECORD; its `distribution` reference is the wheel as downloaded, with the lock's sha256 and a real URL
 (a wheelhouse placeholder `file://${WHEELHOUSE}/...` is replaced by the original URL that
 3rdparty/wheelhouse.toml records for that sha256). `dependencies` follow the lock's
 requires_dists between installed components. No timestamp and a serial derived from the
@@ -71,22 +71,22 @@ def _iri(url: str, original_urls: Mapping[str, str], sha256: str) -> str | None:
 
 
 def installed_components(
-    requirements: Iterable[LockedRequirement], deps: Iterable[tuple[str, str]], *, pex: str, original_urls: Mapping[str, str]
+    requirements: Iterable[LockedRequirement], deps: Iterable[tuple[str, str, str]], *, original_urls: Mapping[str, str]
 ) -> tuple[list[dict], list[dict]]:
-    """(components, dependencies) of the distributions in `pex` (its `.deps/` files: name, sha256)."""
+    """(components, dependencies) of the installed distributions (FileTree.deps: wheel, tree sha256, RECORD path)."""
     by_version = {(_normal(r.project_name), r.version): r for r in requirements}
     by_name: dict[str, list[LockedRequirement]] = {}
     for r in requirements:
         by_name.setdefault(_normal(r.project_name), []).append(r)
     components, requires = [], {}
-    for wheel, sha in sorted(deps):
+    for wheel, sha, record in sorted(deps):
         parts = wheel.split("-")
         req = next((r for r in by_name.get(_normal(parts[0]), ()) if r.artifact_named(wheel)), None)
         req = req or (by_version.get((_normal(parts[0]), parts[1])) if len(parts) > 1 else None)
         if req is None:  # not from the lock: still inside, so still listed, by its file
-            components.append({"type": "library", "bom-ref": f"file:{pex}/.deps/{wheel}", "name": wheel,
+            components.append({"type": "library", "bom-ref": f"file:{record}", "name": wheel,
                                "hashes": [{"alg": "SHA-256", "content": sha}],
-                               "properties": [{"name": "localai:path", "value": f"{pex}/.deps/{wheel}"}]})
+                               "properties": [{"name": "localai:path", "value": record}]})
             continue
         # The wheel it was installed from; built from the sdist when the lock had no such wheel.
         source = req.artifact_named(wheel) or next((a for a in req.artifacts if not a.url.endswith(".whl")), None)
@@ -104,7 +104,7 @@ def installed_components(
                 "purl": ref,
                 "hashes": [{"alg": "SHA-256", "content": sha}],
                 "externalReferences": refs,
-                "properties": [{"name": "localai:path", "value": f"{pex}/.deps/{wheel}"},
+                "properties": [{"name": "localai:path", "value": record}, {"name": "localai:wheel", "value": wheel},
                                *([{"name": "localai:lock_url", "value": source.url}] if source and "${" in source.url else [])],
             }
         )
@@ -171,13 +171,13 @@ def cyclonedx_sbom(
     lockfile: str,
     lockfile_sha256: str,
     requirements: tuple[LockedRequirement, ...],
-    deps: tuple[tuple[str, str], ...],
+    deps: tuple[tuple[str, str, str], ...],
     original_urls: Mapping[str, str] = {},
     extra_components: tuple[dict, ...] = (),
 ) -> bytes:
-    """The SBOM of `artifact` (e.g. backend.pex), in which `deps` (PexTree.deps) are installed from
+    """The SBOM of `artifact` (site-packages), in which `deps` (FileTree.deps) are installed from
     `requirements` (from `lockfile`); `original_urls`: sha256 -> URL of wheelhouse files."""
-    components, dependencies = installed_components(requirements, deps, pex=artifact, original_urls=original_urls)
+    components, dependencies = installed_components(requirements, deps, original_urls=original_urls)
     components += list(extra_components)
     for c in extra_components:  # a native library depends on the source archive it was compiled from
         built_from = [p["value"] for p in c.get("properties", ()) if p["name"] == BUILT_FROM]

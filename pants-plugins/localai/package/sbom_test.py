@@ -28,11 +28,12 @@ LOCK = json.dumps(
         ]
     }
 )
-# What the packed PEX holds (PexTree.deps): the file pex installed each from, and that zip's sha256.
+# What site-packages/ holds (FileTree.deps): the wheel each was installed from, the tree sha256
+# of its installed files, and its RECORD.
 DEPS = (
-    ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "01" * 32),
-    ("jinja2-3.1.6-py3-none-any.whl", "02" * 32),
-    ("MarkupSafe-3.0.2-cp311-cp311-linux_x86_64.whl", "03" * 32),  # built from the sdist
+    ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "01" * 32, "site-packages/torch-2.13.0+cpu.dist-info/RECORD"),
+    ("jinja2-3.1.6-py3-none-any.whl", "02" * 32, "site-packages/jinja2-3.1.6.dist-info/RECORD"),
+    ("MarkupSafe-3.0.2-cp311-cp311-linux_x86_64.whl", "03" * 32, "site-packages/MarkupSafe-3.0.2.dist-info/RECORD"),  # built from the sdist
 )
 TORCH_URL = "https://download.pytorch.org/whl/cpu/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 
@@ -40,7 +41,7 @@ TORCH_URL = "https://download.pytorch.org/whl/cpu/torch-2.13.0%2Bcpu-cp311-cp311
 def _sbom(**kw) -> dict:
     return json.loads(
         cyclonedx_sbom(
-            name="rerankers", version="0.1.0", artifact="backend.pex", artifact_sha256="ee" * 32,
+            name="rerankers", version="0.1.0", artifact="site-packages", artifact_sha256="ee" * 32,
             lockfile="lockfiles/rerankers-cpu.lock", lockfile_sha256="11" * 32,
             requirements=parse(LOCK.encode(), "lockfiles/demo-cpu.lock"), deps=DEPS, original_urls={"67" * 32: TORCH_URL}, **kw,
         )
@@ -55,7 +56,8 @@ def test_one_component_per_installed_distribution_hashed_as_the_file_inside() ->
     torch = by_name["torch"]
     assert torch["version"] == "2.13.0+cpu" and torch["purl"] == "pkg:pypi/torch@2.13.0+cpu"
     assert torch["hashes"] == [{"alg": "SHA-256", "content": "01" * 32}]
-    assert {"name": "localai:path", "value": "backend.pex/.deps/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"} in torch["properties"]
+    assert {"name": "localai:path", "value": "site-packages/torch-2.13.0+cpu.dist-info/RECORD"} in torch["properties"]
+    assert {"name": "localai:wheel", "value": "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"} in torch["properties"]
     # The wheelhouse placeholder is not an IRI: the original URL of that sha256 replaces it.
     assert [(r["url"], r["hashes"][0]["content"]) for r in torch["externalReferences"]] == [(TORCH_URL, "67" * 32)]
     jinja = by_name["Jinja2"]
@@ -72,7 +74,7 @@ def test_one_component_per_installed_distribution_hashed_as_the_file_inside() ->
 
 def test_an_unmapped_placeholder_url_is_left_out_not_written() -> None:
     sbom = json.loads(
-        cyclonedx_sbom(name="r", version="1", artifact="backend.pex", artifact_sha256="ee" * 32, lockfile="l", lockfile_sha256="11" * 32,
+        cyclonedx_sbom(name="r", version="1", artifact="site-packages", artifact_sha256="ee" * 32, lockfile="l", lockfile_sha256="11" * 32,
                        requirements=parse(LOCK.encode(), "l"), deps=DEPS[:1])
     )
     torch = sbom["components"][0]
@@ -84,7 +86,7 @@ def test_sbom_is_reproducible_and_its_serial_follows_the_content() -> None:
     assert _sbom() == _sbom()
     assert _sbom()["serialNumber"].startswith("urn:uuid:")
     other = json.loads(
-        cyclonedx_sbom(name="rerankers", version="0.2.0", artifact="backend.pex", artifact_sha256="ee" * 32,
+        cyclonedx_sbom(name="rerankers", version="0.2.0", artifact="site-packages", artifact_sha256="ee" * 32,
                        lockfile="l", lockfile_sha256="11" * 32, requirements=(), deps=())
     )
     assert other["serialNumber"] != _sbom()["serialNumber"]
@@ -148,7 +150,7 @@ def test_native_engines_list_library_source_archive_and_toolchain() -> None:
     assert by_ref["source"]["externalReferences"][0]["hashes"][0]["content"] == "83" * 32
     assert by_ref["toolchain"]["name"] == "ziglang" and by_ref["toolchain"]["scope"] == "excluded"
     sbom = json.loads(
-        cyclonedx_sbom(name="minilm-ggml", version="0.1.0", artifact="backend.pex", artifact_sha256="ee" * 32,
+        cyclonedx_sbom(name="minilm-ggml", version="0.1.0", artifact="site-packages", artifact_sha256="ee" * 32,
                        lockfile="l", lockfile_sha256="11" * 32, requirements=(), deps=(), extra_components=comps)
     )
     assert len(sbom["components"]) == 4 and len({c["bom-ref"] for c in sbom["components"]}) == 4

@@ -144,18 +144,18 @@ def test_verify_accepts_the_folder_its_image_layout_and_its_tarball(signed) -> N
     rule_runner, _ = signed
     result = verify(rule_runner, f"dist/{FOLDER}", IMAGE, f"{IMAGE}/image.oci.tar")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.count("4 subject(s) match their files") == 3
-    for subject in ("backend.pex", "run.sh", "build-record.json", "sbom.cdx.json"):
+    assert result.stdout.count("5 subject(s) match their files") == 3
+    for subject in ("site-packages", "start.py", "run.sh", "build-record.json", "sbom.cdx.json"):
         assert f"  ok  {subject}  sha256:" in result.stderr
 
 
 def test_a_flipped_byte_in_a_subject_is_refused_naming_it(signed) -> None:
     rule_runner, _ = signed
     copy = copy_of_folder(rule_runner, "flipped")
-    flip_a_byte(copy / "backend.pex" / "__main__.py")
+    flip_a_byte(copy / "site-packages" / "grpc" / "__pycache__" / "__init__.cpython-311.pyc")
     result = verify(rule_runner, "copies/flipped")
     assert result.exit_code == 1
-    assert "copies/flipped/backend.pex: subject 'backend.pex' was changed after signing" in result.stderr
+    assert "copies/flipped/site-packages: subject 'site-packages' was changed after signing" in result.stderr
     copy = copy_of_folder(rule_runner, "flipped-run-sh")
     flip_a_byte(copy / "run.sh")
     result = verify(rule_runner, "copies/flipped-run-sh")
@@ -225,7 +225,7 @@ def test_an_ecdsa_p256_key_signs_and_verifies(signed, tmp_path) -> None:
     copy = copy_of_folder(rule_runner, "ecdsa")
     (copy / ENVELOPE).write_bytes(envelope)
     result = verify(rule_runner, "copies/ecdsa", public_key="keys/ec.pub")
-    assert result.exit_code == 0 and "4 subject(s) match their files" in result.stdout, result.stderr
+    assert result.exit_code == 0 and "5 subject(s) match their files" in result.stdout, result.stderr
     assert verify(rule_runner, "copies/ecdsa").exit_code == 1  # the Ed25519 key did not sign this one
     # openssl checks the DER ECDSA signature over the spec's PAE too.
     data = json.loads(envelope)

@@ -54,7 +54,7 @@ from pants.engine.target import (
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
-from localai.model.folder import ARTIFACT, BACKEND_PACKAGE, BUILD_RECORD
+from localai.model.folder import BACKEND_PACKAGE, BUILD_RECORD, SITE_PACKAGES
 from localai.model.layout import Layout
 from localai.model.localai_layout import COMMON_DIR
 from localai.model.lockfile import LockfileRequest, MaybeLockfile
@@ -143,7 +143,7 @@ async def build_engine_artifacts(request: EngineArtifactsRequest, native: Native
             for c in engine_components(
                 {fc.path: json.loads(fc.content) for fc in records},
                 toolchain.lockfile.requirements() if toolchain.lockfile else (),
-                prefix=f"{ARTIFACT}/{BACKEND_PACKAGE}",  # where the folder carries them
+                prefix=f"{SITE_PACKAGES}/{BACKEND_PACKAGE}",  # where the folder carries them
             )
         )
     return EngineArtifacts(await Get(Digest, AddPrefix(merged, BACKEND_PACKAGE)), components)

@@ -7,7 +7,7 @@ Where the files are read from:
   an OCI image tarball     dist/images/<name>/<accel>/image.oci.tar
 An image's root is the backend folder (oci/scripts/layout.py), so both give the same paths. Every file is
 hashed again here (sha256 of its bytes); nothing recorded at build time is trusted. A subject
-that names a directory (backend.pex, a packed PEX) is checked by PexTree's recipe
+that names a directory (backend.pex, a packed PEX) is checked by FileTree's recipe
 (model/artifact.py tree_sha256) over the files under it.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _sha256_of(f: IO[bytes]) -> str:
 
 
 def read_folder(folder: Path, where: str) -> ArtifactFiles:
-    """Regular files only, as packaging counts them (PexTree skips links and empty directories)."""
+    """Regular files only, as packaging counts them (FileTree skips links and empty directories)."""
     sha256, small = {}, {}
     for top, dirs, files in os.walk(folder):
         dirs.sort()

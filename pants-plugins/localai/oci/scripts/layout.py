@@ -10,14 +10,14 @@ the artifact, its records). This module writes such an image twice over:
 
 Bit-identical for the same folder: tar entries sorted, mtime fixed, uid/gid 0, no user or group
 names, modes normalised (0755 for executables and directories, 0644 otherwise), gzip with mtime
-0 and no file name; a layer of already-compressed data (a wheel's zip in the packed PEX) is
-stored as plain tar (OCI media type ...layer.v1.tar), since gzip would cost seconds and save
-nothing. Layers: every file at or above `--own-layer-bytes` gets a layer of its own (each wheel
-of the packed PEX, backend.pex/.deps/<wheel>: torch is the same layer in every image that
-carries it), and each `--own-layer-dir` (python/, the portable interpreter) is one layer, so two
-images that carry the same bytes share that layer's digest and a registry stores it once; the
-PEX's small files that its lock decides (wheels under 1 MiB, `.bootstrap`) share one layer, and the
-other small files (run.sh, records, SBOM, provenance, the backend's sources) share the last layer.
+0 and no file name; a layer of already-compressed data (a zip) is stored as plain tar (OCI media
+type ...layer.v1.tar), since gzip would cost seconds and save nothing. Layers (group_paths): each
+`--own-layer-dir` (python/, the portable interpreter) is one layer; each distribution installed
+in site-packages/ of `--own-layer-bytes` or more is one layer, its files those its RECORD lists
+(torch is the same layer in every image that carries it), so two images that carry the same
+bytes share that layer's digest and a registry stores it once; the small distributions share
+one layer, and the other files (run.sh, start.py, records, SBOM, provenance, the backend's own
+files) share the last layer, any big one among them alone.
 
 It runs inside the Pants sandbox as a process (`python layout.py <folder> <out> ...`, see
 image.py), so the engine caches its output like any other build step.
@@ -25,10 +25,12 @@ image.py), so the engine caches its output like any other build step.
 from __future__ import annotations
 
 import argparse
+import csv
 import gzip
 import hashlib
 import io
 import json
+import posixpath
 import shutil
 import sys
 import tarfile
@@ -48,8 +50,7 @@ SAMPLE_BYTES = 1 << 20
 MTIME = 0  # no build time in any byte; SOURCE_DATE_EPOCH is not needed
 OWN_LAYER_BYTES = 1024 * 1024  # every wheel of 1 MiB or more: sharing below that saves little
 GZIP_LEVEL = 6
-# Under the packed PEX (model/folder.py ARTIFACT): files its lock and pex version decide.
-LOCKED_PREFIXES = ("backend.pex/.deps/", "backend.pex/.bootstrap")
+RECORD_SUFFIX = ".dist-info/RECORD"  # an installed distribution's list of its files
 
 
 @dataclass(frozen=True)
@@ -110,36 +111,66 @@ def _files(folder: Path) -> list[str]:
     return files
 
 
-def group_paths(sizes: dict[str, int], own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = ()) -> list[list[str]]:
-    """Relative paths per layer, from each file's size: each of `own_layer_dirs` whole (e.g.
-    python/, the portable interpreter, identical in every image), then each other big file alone
-    (sorted by path), then the rest together. Pure, so the Pants rule groups from the digest's
-    entries without reading a file (image.py) and this script groups the same way."""
+def record_owners(records: dict[str, str]) -> dict[str, str]:
+    """{folder path: the distribution that installed it (its `.dist-info` directory)}, from the
+    text of each `<site-packages>/<name>.dist-info/RECORD` (keyed by its folder path): RECORD lists
+    every file a distribution installed (package/scripts/install_wheel.py writes the .pyc too)."""
+    owners = {}
+    for record_path, text in sorted(records.items()):
+        dist_info = record_path.rsplit("/", 1)[0]
+        site = dist_info.rsplit("/", 1)[0] if "/" in dist_info else ""
+        for row in csv.reader(io.StringIO(text)):
+            if row and row[0] and not row[0].startswith("../"):
+                owners[posixpath.join(site, row[0])] = dist_info
+    return owners
+
+
+def group_paths(
+    sizes: dict[str, int], own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = (), owners: dict[str, str] = {}
+) -> list[tuple[str, list[str]]]:
+    """(history line, relative paths) per layer, from each file's size and the distribution that
+    installed it (record_owners): each of `own_layer_dirs` whole (python/, the portable
+    interpreter, identical in every image); then each installed distribution of `own_layer_bytes`
+    or more (torch is the same layer in every image that carries it); the small distributions
+    together (they change with the lock alone, so an edit of the backend's code re-tars none of
+    them); each other big file alone; the rest (run.sh, records, the backend's own files)
+    together. Pure, so the Pants rule groups from the digest's entries and RECORDs (image.py) and
+    this script groups the same way."""
     files = sorted(sizes)
-    dirs = [[f for f in files if f.startswith(d.rstrip("/") + "/")] for d in own_layer_dirs]
-    dirs = [group for group in dirs if group]
-    in_dirs = {f for group in dirs for f in group}
-    rest = [f for f in files if f not in in_dirs]
-    big = [f for f in rest if sizes[f] >= own_layer_bytes]
-    small = [f for f in rest if f not in big]
-    # The PEX's small files that only its lock and pex decide (the small wheels, the bootstrap
-    # zip): a layer of their own, so that an edit of the backend's code re-tars only its own files.
-    locked = [f for f in small if f.startswith(LOCKED_PREFIXES)]
-    small = [f for f in small if f not in locked]
-    return dirs + [[f] for f in big] + ([locked] if len(locked) > 1 else [[f] for f in locked]) + ([small] if small else [])
+    layers = []
+    for d in own_layer_dirs:
+        group = [f for f in files if f.startswith(d.rstrip("/") + "/")]
+        if group:
+            layers.append((f"{d.rstrip('/')}/", group))
+    placed = {f for _, group in layers for f in group}
+    dists: dict[str, list[str]] = {}
+    for f in files:
+        if f not in placed and f in owners:
+            dists.setdefault(owners[f], []).append(f)
+    big_dists = sorted(d for d, group in dists.items() if sum(sizes[f] for f in group) >= own_layer_bytes)
+    layers += [(d, dists[d]) for d in big_dists]
+    locked = sorted(f for d, group in dists.items() if d not in big_dists for f in group)
+    if locked:
+        layers.append(("small locked distributions", locked))
+    placed |= {f for group in dists.values() for f in group}
+    rest = [f for f in files if f not in placed]
+    layers += [(f, [f]) for f in rest if sizes[f] >= own_layer_bytes]
+    small = [f for f in rest if sizes[f] < own_layer_bytes]
+    if small:
+        layers.append(("small files", small))
+    return [("localai-build: " + label, group) for label, group in layers]
 
 
-def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = ()) -> list[list[str]]:
+def folder_records(folder: Path, files: list[str]) -> dict[str, str]:
+    """The RECORD files of the distributions installed in `folder`, as record_owners reads them."""
+    return {f: (folder / f).read_text(encoding="utf-8") for f in files if f.endswith(RECORD_SUFFIX)}
+
+
+def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = ()) -> list[tuple[str, list[str]]]:
     """group_paths of the files on disk."""
-    return group_paths({f: (folder / f).stat().st_size for f in _files(folder)}, own_layer_bytes, own_layer_dirs)
-
-
-def layer_label(group: list[str], own_layer_dirs: tuple[str, ...] = ()) -> str:
-    """The layer's line in the config's history."""
-    own_dir = next((d for d in own_layer_dirs if group[0].startswith(d.rstrip("/") + "/")), None)
-    locked = len(group) > 1 and all(f.startswith(LOCKED_PREFIXES) for f in group)
-    what = f"{own_dir.rstrip('/')}/" if own_dir else group[0] if len(group) == 1 else "small locked files" if locked else "small files"
-    return "localai-build: " + what
+    files = _files(folder)
+    owners = record_owners(folder_records(folder, files))
+    return group_paths({f: (folder / f).stat().st_size for f in files}, own_layer_bytes, own_layer_dirs, owners)
 
 
 def _parents(paths: list[str]) -> list[str]:
@@ -248,9 +279,9 @@ def write_layout(
     blobs = out / "blobs" / "sha256"
     blobs.mkdir(parents=True)
     layers = []
-    for group in layer_groups(folder, own_layer_bytes, own_layer_dirs):
+    for label, group in layer_groups(folder, own_layer_bytes, own_layer_dirs):
         blob, diff_id = write_layer(folder, group, blobs)
-        layers.append(Layer(blob, diff_id, layer_label(group, own_layer_dirs)))
+        layers.append(Layer(blob, diff_id, label))
     return write_image_files(out, layers, ref_name=ref_name, annotations=annotations)
 
 
