@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_path
 from tests.integration.registry import debian_tool
 
 SUITE = "bookworm"
@@ -131,7 +131,7 @@ def aarch64_engine_builds(backend: str, engine: str, library: str) -> dict[str, 
     every `library` an aarch64 ELF."""
     record = json.loads(dist_path(backend, "cpu-arm64", "build-record.json").read_text())
     assert (record["platform"], record["resolve"]) == ("linux_aarch64", f"{backend}-cpu-arm64")
-    pex = dist_path(backend, "cpu-arm64", "backend.pex")
+    pex = pex_path(backend, "cpu-arm64")
     assert all("x86_64" not in d for d in pex_distributions(pex)), pex_distributions(pex)
     builds = {lib.parent.name: lib.parent for lib in pex.glob(f"localai_backend/engines/{engine}/*/{library}")}
     assert builds and set(builds) <= set(ARM_LEVELS), builds

@@ -48,6 +48,14 @@ def dist_path(backend: str, accelerator: str, name: str = "run.sh") -> Path:
     return path
 
 
+def pex_path(backend: str, accelerator: str) -> Path:
+    """The PEX that `pants package` installs a backend folder from (dist/pex/, beside the folder)."""
+    path = Path("pex") / backend / accelerator / "backend.pex"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: add backends/{backend}:{accelerator} to runtime_package_dependencies")
+    return path
+
+
 class BackendProcess:
     """`run.sh --addr 127.0.0.1:<port>` with a stub connected to it; stops with SIGTERM.
 
@@ -62,7 +70,7 @@ class BackendProcess:
         port = free_port()
         self.addr = f"127.0.0.1:{port}"
         self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"{backend}-{accelerator}-{port}.log"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PEX_ROOT": str(pex_root()), **(env or {})}
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
         token = env.get("LOCALAI_GRPC_AUTH_TOKEN", "")
         # What every call must carry when the backend runs with LocalAI's bearer token.
         self.metadata = [("authorization", f"Bearer {token}")] if token else []

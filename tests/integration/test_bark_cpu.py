@@ -11,7 +11,7 @@ import wave
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_path
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 from tests.integration.tiny_models import BARK_VOICE, tiny_bark
@@ -45,7 +45,7 @@ def read_wav(path):
 
 
 def test_artifact_has_cpu_torch_and_no_cuda_bark_or_torchaudio() -> None:
-    dists = pex_distributions(dist_path("bark", "cpu", "backend.pex"))
+    dists = pex_distributions(pex_path("bark", "cpu"))
     assert any(d.startswith("torch-2.13.0+cpu-") for d in dists), dists
     assert any(d.startswith("transformers-") for d in dists), dists
     bad = [d for d in dists if d.lower().startswith(("nvidia", "cuda", "triton", "torchaudio", "encodec", "bark-", "suno"))]

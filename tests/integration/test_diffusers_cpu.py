@@ -11,7 +11,7 @@ import hashlib
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_path
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, second_load_is_aborted, state
 from tests.integration.sd_single_file import ldm_checkpoint
@@ -40,7 +40,7 @@ def image_request(dst=None, **kw) -> backend_pb2.GenerateImageRequest:
 
 
 def test_artifact_holds_cpu_torch_and_no_cuda_package() -> None:
-    dists = pex_distributions(dist_path("diffusers", "cpu", "backend.pex"))
+    dists = pex_distributions(pex_path("diffusers", "cpu"))
     assert any(d.startswith("torch-2.13.0+cpu-") for d in dists), dists
     assert [d for d in dists if d.lower().startswith(("nvidia", "cuda", "triton"))] == []
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.backend_process import dist_path, tree_sha256
+from tests.integration.backend_process import dist_path, pex_path, tree_sha256
 from tests.integration.localai_installer import install
 from tests.integration.registry import RegistryServer, debian_tool
 
@@ -59,7 +59,7 @@ def test_localai_installs_its_platforms_folder_from_the_index_digest(tmp_path: P
         for arch, variant in (("amd64", "cpu"), ("arm64", "cpu-arm64")):
             entry = {"name": "cpu-rerankers", "uri": f"{target}@{digest}"}
             folder = install(entry, tmp_path / arch / "backends", architecture=arch)
-            assert tree_sha256(folder / "backend.pex") == tree_sha256(dist_path("rerankers", variant, "backend.pex")), arch
+            assert tree_sha256(folder / "site-packages") == tree_sha256(dist_path("rerankers", variant, "site-packages")), arch
             record = json.loads((folder / "build-record.json").read_text())
             assert record["platform"] == {"amd64": "linux_x86_64", "arm64": "linux_aarch64"}[arch]
             assert json.loads((folder / "metadata.json").read_text())["digest"] == digest  # what LocalAI records

@@ -98,7 +98,7 @@ def test_a_folder_scoped_index_is_locked_packaged_and_served_for_its_variant_alo
 
     pants(repo, "package", f"{FOLDER}:cuda13")
     dist = repo / "dist/backends/localai-index-example/cuda13"
-    assert wheel.name in pex_distributions(dist / "backend.pex")
+    assert wheel.name in pex_distributions(repo / "dist/pex/localai-index-example/cuda13/backend.pex")
     record = json.loads((dist / "build-record.json").read_text())
     assert (record["extra_indexes"], record["pip_options"]) == ([index], OWN_PIP_OPTIONS)
     assert any(f"names index {index}/: seen by this cuda13 variant's resolve alone" in line for line in record["pin_policy"]), record

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_files
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_files, pex_path
 from tests.integration.rpc_checks import Code, expect_code
 from tests.integration.tiny_models import minilm_dir
 
@@ -72,7 +72,7 @@ def test_the_common_grpc_auth_helper_is_packaged_and_enforces_the_token() -> Non
 
 
 def test_pex_lays_out_the_folder_as_localai_backend_py_expects() -> None:
-    names = pex_files(dist_path(BACKEND, "cpu", "backend.pex"))
+    names = pex_files(pex_path(BACKEND, "cpu"))
     for path in (
         "localai_backend/backend.py",
         "localai_backend/__main__.py",  # runs backend.py with its folder first on sys.path
@@ -87,7 +87,7 @@ def test_pex_lays_out_the_folder_as_localai_backend_py_expects() -> None:
 
 
 def test_cpu_artifact_has_cpu_torch_and_no_cuda_package() -> None:
-    dists = pex_distributions(dist_path(BACKEND, "cpu", "backend.pex"))
+    dists = pex_distributions(pex_path(BACKEND, "cpu"))
     assert any(d.startswith("torch-2.13.0+cpu-") for d in dists), dists
     bad = [d for d in dists if d.lower().startswith(FORBIDDEN_ON_CPU)]
     assert bad == []

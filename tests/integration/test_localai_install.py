@@ -30,6 +30,7 @@ from tests.integration.backend_process import free_port, tree_sha256
 from tests.integration.localai_installer import install, resolve_entry
 from tests.integration.portable_python_standin import debian_cpython_archive
 from tests.integration.registry import RegistryServer, debian_tool
+from tests.integration.sbom_checks import record_files
 from tests.integration.temp_repo import SILERO_VAD, SILERO_VAD_SOURCES, make_temp_repo, run_pants
 from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice
 
@@ -58,7 +59,7 @@ def no_python_env(tmp: Path) -> dict[str, str]:
     """What LocalAI's container gives run.sh: no python on PATH, no pyenv. PATH is an empty folder."""
     empty = tmp / "bin-without-python"
     empty.mkdir(parents=True, exist_ok=True)
-    return {"PATH": str(empty), "HOME": str(tmp), "PEX_ROOT": str(tmp / "pex-root"), "LANG": "C.UTF-8"}
+    return {"PATH": str(empty), "HOME": str(tmp), "LANG": "C.UTF-8"}
 
 
 def serve_and_detect(folder: Path, env: dict[str, str]) -> list:
@@ -116,13 +117,16 @@ def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_pat
     assert record["interpreter"]["executable"] == "python/bin/python3.11"
     assert archive_sha in (repo / "dist/backends/silero-vad/cpu/sbom.cdx.json").read_text()
     assert archive_sha in (repo / "dist/backends/silero-vad/cpu/provenance.intoto.json").read_text()
-    # python/, then each file of 1 MiB or more alone (the packed PEX's wheels: torch is the same
-    # layer in every image), then the PEX's small wheels and .bootstrap, then the other small files.
+    # python/, then each installed distribution of 1 MiB or more (its RECORD's files: torch is the
+    # same layer in every image), then the small distributions, then the other files.
     built = repo / "dist/backends/silero-vad/cpu"
-    files = [p for p in built.rglob("*") if p.is_file() and p.relative_to(built).parts[0] != "python"]
-    big = [p for p in files if p.stat().st_size >= 1 << 20]
-    locked = [p for p in files if p not in big and p.relative_to(built).as_posix().startswith(("backend.pex/.deps/", "backend.pex/.bootstrap"))]
-    assert any(p.name.startswith("torch-") for p in big) and len(image["layers"]) == 1 + len(big) + (1 if locked else 0) + 1
+    sizes = {p.relative_to(built / "site-packages").as_posix(): p.stat().st_size for p in (built / "site-packages").rglob("*") if p.is_file()}
+    dists = [record_files(r) for r in (built / "site-packages").glob("*.dist-info/RECORD")]
+    big = [d for d in dists if sum(sizes[f] for f in d) >= 1 << 20]
+    owned = {f for d in dists for f in d}
+    big_files = [f for f in sizes if f not in owned and sizes[f] >= 1 << 20]
+    assert any(f.startswith("torch/") for d in big for f in d)
+    assert len(image["layers"]) == 1 + len(big) + (1 if len(big) < len(dists) else 0) + len(big_files) + 1
 
     opts = (f"--localai-oci-registry={registry.host}", "--localai-oci-repository=localai/backends")
     out = pants(repo, *opts, "publish", SILERO_VAD)
@@ -153,10 +157,11 @@ def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_pat
     for name in ("sbom.cdx.json", "provenance.intoto.json"):
         assert (folder / name).read_bytes() == (repo / "dist/backends/silero-vad/cpu" / name).read_bytes()
     assert (folder / "python/bin/python3.11").is_file()
-    built_pex = tree_sha256(repo / "dist/backends/silero-vad/cpu/backend.pex")
-    assert tree_sha256(folder / "backend.pex") == built_pex  # before it runs (Python may add __pycache__/)
+    built_site = tree_sha256(repo / "dist/backends/silero-vad/cpu/site-packages")
+    assert tree_sha256(folder / "site-packages") == built_site
     env = no_python_env(tmp_path / "localai-home")
     assert serve_and_detect(folder, env), "no speech found by the installed backend"
+    assert tree_sha256(folder / "site-packages") == built_site  # it ran and wrote nothing (no __pycache__)
 
     # Offline: the bundle, moved to where the air-gapped machine keeps it, registry gone.
     airgap = tmp_path / "airgap/bundle"
@@ -167,7 +172,7 @@ def test_publish_gallery_install_by_digest_then_offline_bundle(registry, tmp_pat
     offline = resolve_entry((airgap / "index.yaml").read_text(), "silero-vad")
     assert offline["uri"] == f"ocifile://{airgap}/images/{ENTRY}.oci.tar"
     folder2 = install(offline, tmp_path / "airgapped-localai/backends")
-    assert tree_sha256(folder2 / "backend.pex") == built_pex
+    assert tree_sha256(folder2 / "site-packages") == built_site
     assert serve_and_detect(folder2, env), "no speech found by the backend installed from the bundle"
 
 

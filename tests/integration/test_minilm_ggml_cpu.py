@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files
+from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files, pex_path
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import undecodable_requests_are_invalid_argument
+from tests.integration.sealed_folder import SealedBackend
 from tests.integration.tiny_models import minilm_dir, minilm_gguf
 
 LEVELS = packaged_cpu_levels()
@@ -49,7 +50,7 @@ def cos(a, b) -> float:
 
 
 def test_pex_carries_the_engine_and_no_torch() -> None:
-    pex = dist_path("minilm-ggml", "cpu", "backend.pex")
+    pex = pex_path("minilm-ggml", "cpu")
     names = pex_files(pex)
     assert packaged_levels(names, "minilm", "libminilm.so") == set(LEVELS)
     assert not [d for d in pex_distributions(pex) if d.startswith(("torch", "nvidia"))]
@@ -106,3 +107,12 @@ def test_bad_input_gets_grpc_errors_and_the_server_keeps_serving(native, tmp_pat
 def test_bad_model_files_answer_clearly(tmp_path) -> None:
     with BackendProcess("minilm-ggml") as proc:
         assert_bad_models_answer_clearly(proc.stub, tmp_path, file_name="model.gguf", takes_folders=False)
+
+
+def test_a_moved_read_only_folder_with_no_home_embeds_as_built(gguf, native, tmp_path) -> None:
+    """The folder copied elsewhere, the root filesystem read-only, HOME nowhere (sealed_folder.py):
+    the engine backend loads and embeds exactly as the built folder does, and writes nothing."""
+    with SealedBackend("minilm-ggml", "cpu", tmp_path) as sealed:
+        res = sealed.stub.LoadModel(backend_pb2.ModelOptions(Model=str(gguf)), timeout=60)
+        assert res.success, res.message
+        assert np.array_equal(embed(sealed, "a sealed folder"), embed(native, "a sealed folder"))

@@ -15,7 +15,7 @@ import os
 import pytest
 
 from tests.integration.aarch64_python import python_on_path
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_path
 from tests.integration.rpc_checks import assert_healthy
 
 EMULATED = 1800  # seconds: importing torch under qemu-user takes minutes
@@ -39,7 +39,7 @@ def qemu_env(tmp_path_factory) -> dict[str, str]:
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_artifact_holds_only_aarch64_or_pure_wheels(backend) -> None:
-    dists = pex_distributions(dist_path(backend, "cpu-arm64", "backend.pex"))
+    dists = pex_distributions(pex_path(backend, "cpu-arm64"))
     assert not [d for d in dists if "x86_64" in d or d.lower().startswith(("nvidia", "triton", "cuda"))], dists
     torch = [d for d in dists if d.startswith("torch-")]
     if BACKENDS[backend]:

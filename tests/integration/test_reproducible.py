@@ -17,7 +17,9 @@ from tests.integration.temp_repo import SILERO_VAD, SILERO_VAD_SOURCES, make_tem
 
 OUT = "dist/backends/silero-vad/cpu"
 IMAGE = "dist/images/silero-vad/cpu"
-FOLDER_FILES = ("backend.pex/PEX-INFO", "backend.pex/__main__.py", "run.sh", "build-record.json", "sbom.cdx.json", "provenance.intoto.json")
+PEX = "dist/pex/silero-vad/cpu/backend.pex"
+FOLDER_FILES = ("site-packages/torch/__init__.py", "site-packages/torch/__pycache__/__init__.cpython-311.pyc", "start.py", "run.sh",
+                "build-record.json", "sbom.cdx.json", "provenance.intoto.json")
 PORTABLE = "--localai-portable-python-archive=//portable-python:cpython"
 
 
@@ -90,7 +92,8 @@ def test_two_clean_builds_are_identical_and_ignore_host_pip_config(tmp_path: Pat
     assert rb.returncode == 0, rb.stdout[-4000:]
     assert any(home_b.glob(".cache/localai-build/pants-venv-*/.ready-*"))  # B really bootstrapped
     folder_a = tree(a / OUT)
-    assert set(FOLDER_FILES) <= set(folder_a) and folder_a == tree(b / OUT)
+    assert set(FOLDER_FILES) <= set(folder_a) and folder_a == tree(b / OUT)  # the .pyc files too
+    assert "PEX-INFO" in tree(a / PEX) and tree(a / PEX) == tree(b / PEX)
     assert not (a / OUT / "metadata.json").exists()  # LocalAI writes its own file of that name
     sbom = check_sbom(a / OUT)  # with the portable CPython as a component, by its archive's sha256
     assert any(c["name"] == "cpython" and c["hashes"] for c in sbom["components"])
@@ -102,7 +105,8 @@ def test_two_clean_builds_are_identical_and_ignore_host_pip_config(tmp_path: Pat
     print(f"\nIMAGE manifest {image_a['manifest_digest']} identical in both builds")
 
     # Warm caches, no reachable index: packaging still succeeds, with the same bytes.
-    shutil.rmtree(b / OUT / "backend.pex")
+    shutil.rmtree(b / OUT / "site-packages")
+    shutil.rmtree(b / PEX)
     rc = build(b, tmp_path / "cache-b", env_b, 0o077, "--python-repos-indexes=['http://127.0.0.1:9/simple/']")
     assert rc.returncode == 0, rc.stdout[-4000:]
-    assert tree(b / OUT / "backend.pex") == tree(a / OUT / "backend.pex")
+    assert tree(b / OUT) == folder_a and tree(b / PEX) == tree(a / PEX)

@@ -13,7 +13,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.aarch64_python import served_beside_x86_64
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_path
 from tests.integration.rpc_checks import assert_healthy
 from tests.integration.tiny_models import minilm_dir, tiny_cross_encoder
 
@@ -41,7 +41,7 @@ def servers(tmp_path_factory):
 def test_the_arm64_folder_is_an_aarch64_build():
     record = json.loads(dist_path("rerankers", "cpu-arm64", "build-record.json").read_text())
     assert (record["platform"], record["resolve"]) == ("linux_aarch64", "rerankers-cpu-arm64")
-    pex = dist_path("rerankers", "cpu-arm64", "backend.pex")
+    pex = pex_path("rerankers", "cpu-arm64")
     dists = pex_distributions(pex)
     torch = [d for d in dists if d.startswith("torch-")]
     assert torch and torch[0].startswith("torch-2.9.1-") and "aarch64" in torch[0], dists

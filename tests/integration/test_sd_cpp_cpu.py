@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files
+from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files, pex_path
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 from tests.integration.sd_cpp_models import random_sdxs
@@ -29,7 +29,7 @@ SDIST = Path("3rdparty/native/stable_diffusion_cpp_python-0.4.7.tar.gz")
 
 @pytest.fixture(scope="module")
 def pex() -> Path:
-    return dist_path(BACKEND, "cpu", "backend.pex")
+    return pex_path(BACKEND, "cpu")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from tests.integration.aarch64_python import python_on_path
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_root
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_path, pex_root
 from tests.integration.rpc_checks import assert_healthy
 
 EMULATED = 1800  # seconds: importing torch under qemu-user takes minutes
@@ -32,7 +32,7 @@ def qemu_path(tmp_path_factory) -> str:
 
 @pytest.mark.parametrize("backend", sorted(IMPORTS))
 def test_artifact_holds_aarch64_torch_family_and_imports_under_qemu(backend, qemu_path) -> None:
-    pex = dist_path(backend, "cpu-arm64", "backend.pex")
+    pex = pex_path(backend, "cpu-arm64")
     dists = pex_distributions(pex)
     assert [d for d in dists if d.startswith("torch-") and "aarch64" in d], dists
     assert not [d for d in dists if "x86_64" in d or d.lower().startswith(("nvidia", "triton"))], dists

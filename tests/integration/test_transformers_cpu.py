@@ -5,8 +5,9 @@ import grpc
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_path
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
+from tests.integration.sealed_folder import SealedBackend
 from tests.integration.tiny_models import tiny_gpt2
 
 
@@ -22,7 +23,7 @@ def model(tmp_path_factory):
 
 
 def test_artifact_holds_cpu_torch_and_no_cuda_package() -> None:
-    dists = pex_distributions(dist_path("transformers", "cpu", "backend.pex"))
+    dists = pex_distributions(pex_path("transformers", "cpu"))
     assert any(d.startswith("torch-2.13.0+cpu-") for d in dists), dists
     bad = [d for d in dists if d.lower().startswith(("nvidia", "cuda", "triton"))]
     assert bad == []
@@ -67,6 +68,18 @@ def test_load_predict_stream_embed(server, model) -> None:
 
     emb = server.stub.Embedding(backend_pb2.PredictOptions(Embeddings="hello world"), timeout=60)
     assert len(emb.embeddings) == 32  # n_embd of the tiny model
+
+
+def test_a_moved_read_only_folder_with_no_home_serves_and_writes_nothing(server, model, tmp_path) -> None:
+    """The folder copied elsewhere, the root filesystem read-only, HOME nowhere (sealed_folder.py):
+    torch and transformers import from the compiled site-packages/, the model loads, and greedy
+    text equals the built folder's; nothing is written, in the folder or outside it."""
+    opts = backend_pb2.PredictOptions(Prompt="hello world", Tokens=6, Temperature=0, IgnoreEOS=True)
+    assert server.stub.LoadModel(backend_pb2.ModelOptions(Model=str(model)), timeout=300).success
+    with SealedBackend("transformers", "cpu", tmp_path) as sealed:
+        res = sealed.stub.LoadModel(backend_pb2.ModelOptions(Model=str(model)), timeout=300)
+        assert res.success, res.message
+        assert sealed.stub.Predict(opts, timeout=120).message == server.stub.Predict(opts, timeout=120).message
 
 
 def test_empty_prompt_is_invalid_argument_and_server_survives(server) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from backends.proto import backend_pb2
 from tests.integration.aarch64_python import aarch64_engine_builds, served_beside_x86_64
-from tests.integration.backend_process import dist_path
+from tests.integration.backend_process import dist_path, pex_path
 from tests.integration.rpc_checks import assert_healthy
 from tests.integration.vad_audio import short_pause_speech, synthetic_speech, vad, vad_cases
 
@@ -26,7 +26,7 @@ def servers(tmp_path_factory):
 
 def test_the_arm64_folder_carries_aarch64_engine_builds_and_the_vad_model():
     aarch64_engine_builds("whisper", "whisper-cpp", "libwhisper.so")
-    assert list(dist_path("whisper", "cpu-arm64", "backend.pex").glob("localai_backend/engines/whisper-cpp/silero-vad/*.bin"))
+    assert list(pex_path("whisper", "cpu-arm64").glob("localai_backend/engines/whisper-cpp/silero-vad/*.bin"))
 
 
 def test_vad_segments_over_grpc_equal_the_x86_64_build(servers):

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files, pex_root
+from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files, pex_path, pex_root
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 from tests.integration.tiny_models import SAMPLE_RATE, write_wav
@@ -34,7 +34,7 @@ LEVELS = packaged_cpu_levels()
 
 @pytest.fixture(scope="module")
 def pex() -> Path:
-    return dist_path("whisper", "cpu", "backend.pex")
+    return pex_path("whisper", "cpu")
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +192,7 @@ def onnxruntime_probabilities(audios, tmp_path) -> list[dict]:
     script = tmp_path / "onnx_probs.py"
     script.write_text(ONNX_PROBS)
     out = subprocess.run(
-        [sys.executable, str(dist_path("silero-vad", "cpu", "backend.pex")), str(script), *map(str, files)],
+        [sys.executable, str(pex_path("silero-vad", "cpu")), str(script), *map(str, files)],
         env={**os.environ, "PEX_INTERPRETER": "1", "PEX_ROOT": str(pex_root())},
         check=True, capture_output=True, text=True,
     )

@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions
+from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_path
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 
@@ -36,7 +36,7 @@ def tts_with(tmp_path, **fields) -> backend_pb2.TTSRequest:
 
 
 def test_artifact_has_no_cuda_package(backend_name) -> None:
-    dists = pex_distributions(dist_path(backend_name, "cpu", "backend.pex"))
+    dists = pex_distributions(pex_path(backend_name, "cpu"))
     assert [d for d in dists if d.lower().startswith(("nvidia", "cuda", "triton"))] == []
 
 
