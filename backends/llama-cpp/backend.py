@@ -30,7 +30,7 @@ from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
 from .batching import Generation, Scheduler
-from .binding import FLASH_ATTN, KV_TYPES, LLAMA_DEFAULT_SEED, Library, LlamaError, Sampler
+from .binding import FLASH_ATTN, KV_TYPES, LLAMA_DEFAULT_SEED, GrammarError, Library, LlamaError, Sampler
 
 ENGINE_DIR = "engines/llama-cpp"
 LIBRARY = "libllama.so"
@@ -190,15 +190,16 @@ class LlamaCppServicer(BaseServicer):
             typical_p=request.TypicalP, repeat_last_n=request.Repeat if request.Repeat else 64,
             repeat_penalty=request.Penalty or 1.0, frequency_penalty=request.FrequencyPenalty,
             presence_penalty=request.PresencePenalty, seed=sampling_seed(request.Seed, loaded.seed),
-            grammar=request.Grammar,
+            grammar=request.Grammar, ignore_eos=request.IgnoreEOS,
         )
         try:
             sampler = Sampler(loaded.model, **sampler_args)
-        except LlamaError as e:
+        except GrammarError as e:
             raise InvalidArgument(f"Grammar: llama.cpp cannot parse it as GBNF (the start rule is `root`): {e}") from None
+        except LlamaError as e:
+            raise RuntimeError(f"llama.cpp: {e}") from None
         gen = Generation(prompt=tokens, max_tokens=max_tokens, sampler=sampler,
-                         stops=tuple(s for s in request.StopPrompts if s), ignore_eos=request.IgnoreEOS,
-                         cache_prompt=request.PromptCacheAll)
+                         stops=tuple(s for s in request.StopPrompts if s), cache_prompt=request.PromptCacheAll)
         return loaded, gen
 
     @staticmethod

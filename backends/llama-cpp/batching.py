@@ -39,7 +39,6 @@ class Generation:
     max_tokens: int
     sampler: Sampler  # owned by the scheduler once submitted (it frees it at retirement)
     stops: tuple[str, ...] = ()
-    ignore_eos: bool = False
     cache_prompt: bool = False  # reuse a kept prefix, and keep this request's cells when it retires
     # Filled by the scheduler.
     out: "queue.Queue" = field(default_factory=queue.Queue)  # str chunks, then _DONE or an exception
@@ -250,8 +249,10 @@ class Scheduler:
             token = r.sampler.sample(self.context, r.output_index)
             if r.first_token_at is None:
                 r.first_token_at = time.monotonic()
-            eog = self.model.is_eog(token) and not r.gen.ignore_eos
-            if eog:
+            # IgnoreEOS is the sampler's (binding.Sampler: its EOG tokens are masked at the head of
+            # the chain): it yields an EOG token only when nothing else is possible (a grammar at its
+            # end), which ends the generation like any end of generation.
+            if self.model.is_eog(token):
                 r.emit(b"", final=True)
                 r.gen.finish_reason = "stop"
                 self._retire(r, None)

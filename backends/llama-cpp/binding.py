@@ -9,10 +9,16 @@ instead of silently shifting parameters.
 
 Only what the backend uses is bound: model and context lifetime, tokenizer, llama_decode on a
 multi-sequence batch, the memory (KV cache) API per sequence, embeddings and the sampler chain.
+
+IgnoreEOS is the sampler's, as in llama.cpp's common sampling (`ignore_eos`: a logit bias on every
+end-of-generation token of the vocabulary): `Sampler(ignore_eos=True)` puts EOG_BIAS on each of the
+model's EOG tokens at the head of the chain, so no EOG token is picked, streamed or fed back while
+any other token is possible.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 
 c_bool, c_int32, c_uint32, c_int8, c_float, c_char_p, c_void_p, c_size_t, c_uint64 = (
@@ -31,6 +37,13 @@ FLASH_ATTN = {"auto": -1, "off": 0, "false": 0, "disabled": 0, "on": 1, "true": 
 # enum ggml_type (ggml.h) of the KV cache types LocalAI's CacheTypeKey/CacheTypeValue name.
 KV_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "bf16": 30}
 GGML_LOG_LEVEL_ERROR = 4
+# The logit bias IgnoreEOS puts on every end-of-generation token. llama.cpp's common sampling uses
+# -INFINITY; a finite bias far below any real logit masks them the same way (their probability is
+# exactly 0 in float32 whenever another token has a finite logit) but, unlike -inf, keeps one
+# candidate when a grammar allows nothing but the end: with every logit at -inf the chain would
+# pick a token the grammar refuses, and llama.cpp's grammar sampler throws (the process aborts).
+# That EOG token then ends the generation (batching.py): nothing else could follow it.
+EOG_BIAS = -1.0e9
 
 
 class ModelParams(ctypes.Structure):
@@ -63,6 +76,11 @@ class ContextParams(ctypes.Structure):
 
 class SamplerChainParams(ctypes.Structure):
     _fields_ = [("no_perf", c_bool)]
+
+
+class LogitBias(ctypes.Structure):
+    """struct llama_logit_bias, an array of which llama_sampler_init_logit_bias copies."""
+    _fields_ = [("token", llama_token), ("bias", c_float)]
 
 
 class Batch(ctypes.Structure):
@@ -124,6 +142,7 @@ _SIGNATURES = {
     "llama_sampler_init_temp": ([c_float], P),
     "llama_sampler_init_penalties": ([c_int32, c_int32, c_float, c_float, c_float], P),
     "llama_sampler_init_grammar": ([P, c_char_p, c_char_p], P),
+    "llama_sampler_init_logit_bias": ([c_int32, c_int32, ctypes.POINTER(LogitBias)], P),
     "llama_print_system_info": ([], c_char_p),
     "llama_version": ([], c_char_p),
 }
@@ -131,6 +150,10 @@ _SIGNATURES = {
 
 class LlamaError(Exception):
     pass
+
+
+class GrammarError(LlamaError):
+    """llama.cpp refused the GBNF grammar of a sampler (the request's fault, not the engine's)."""
 
 
 class Library:
@@ -244,6 +267,12 @@ class Model:
     def is_eog(self, token: int) -> bool:
         return self.lib.llama_vocab_is_eog(self.vocab, token)
 
+    @functools.cached_property
+    def eog_tokens(self) -> tuple[int, ...]:
+        """Every end-of-generation token of the vocabulary (EOS, EOT, EOM, ...: llama_vocab_is_eog),
+        enumerated once per model, on the first request that ignores EOS."""
+        return tuple(t for t in range(self.n_vocab) if self.lib.llama_vocab_is_eog(self.vocab, t))
+
     def context(self, *, n_ctx: int, n_batch: int, n_seq_max: int, threads: int, embeddings: bool = False,
                 flash_attn: int = -1, type_k: int = 1, type_v: int = 1) -> "Context":
         """embeddings: a mean-pooled context, whose whole input must fit in one micro-batch."""
@@ -314,21 +343,36 @@ class Context:
             self.handle = None
 
 
+def logit_bias_array(biases) -> ctypes.Array:
+    """[(token, bias)] as the llama_logit_bias array llama_sampler_init_logit_bias reads."""
+    biases = list(biases)
+    return (LogitBias * len(biases))(*(LogitBias(token, bias) for token, bias in biases))
+
+
 class Sampler:
-    """A sampler chain in llama.cpp's common order: grammar, penalties, top-k, typical, top-p, min-p,
-    temperature, then a seeded draw (or greedy at temperature 0)."""
+    """A sampler chain in llama.cpp's common order: the EOG mask of ignore_eos (EOG_BIAS), grammar,
+    penalties, top-k, typical, top-p, min-p, temperature, then a seeded draw (or greedy at
+    temperature 0)."""
 
     def __init__(self, model: Model, *, temperature: float, top_k: int, top_p: float, min_p: float,
                  typical_p: float, repeat_last_n: int, repeat_penalty: float, frequency_penalty: float,
-                 presence_penalty: float, seed: int, grammar: str = ""):
+                 presence_penalty: float, seed: int, grammar: str = "", ignore_eos: bool = False):
         lib = self.lib = model.lib
         self.handle = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
         try:
+            eog = model.eog_tokens if ignore_eos else ()
+            if eog:  # first, so that no later sampler (top-k, a draw) ever sees an EOG token's own logit
+                bias = lib.llama_sampler_init_logit_bias(model.n_vocab, len(eog),
+                                                         logit_bias_array((t, EOG_BIAS) for t in eog))
+                if not bias:
+                    raise LlamaError(f"llama_sampler_init_logit_bias failed for the {len(eog)} end-of-generation "
+                                     "tokens (IgnoreEOS)")
+                lib.llama_sampler_chain_add(self.handle, bias)
             if grammar:
                 model.library.take_errors()
                 g = lib.llama_sampler_init_grammar(model.vocab, grammar.encode("utf-8"), b"root")
                 if not g:
-                    raise LlamaError(model.library.take_errors() or "the grammar does not parse")
+                    raise GrammarError(model.library.take_errors() or "the grammar does not parse")
                 lib.llama_sampler_chain_add(self.handle, g)
             if repeat_penalty != 1.0 or frequency_penalty or presence_penalty:
                 lib.llama_sampler_chain_add(self.handle, lib.llama_sampler_init_penalties(

@@ -16,7 +16,7 @@ import pytest
 from backends.proto import backend_pb2
 from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files, pex_path
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
-from tests.integration.llama_cpp_models import SDIST, convert, make_model
+from tests.integration.llama_cpp_models import CORPUS, SDIST, convert, make_model
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code
 
 BACKEND = "llama-cpp"
@@ -130,7 +130,9 @@ def test_tokenizer_matches_transformers(server, tiny) -> None:
         assert back.strip() == text
 
 
-def transformers_greedy(model, prompt_ids: list[int], n: int) -> list[int]:
+def transformers_greedy(model, prompt_ids: list[int], n: int, suppress=()) -> list[int]:
+    """n greedy tokens; `suppress`: token ids never picked (logit -inf, what transformers' min_new_tokens
+    does to EOS, i.e. LocalAI's IgnoreEOS in transformers:cpu)."""
     import torch
 
     ids = torch.tensor([prompt_ids])
@@ -138,21 +140,75 @@ def transformers_greedy(model, prompt_ids: list[int], n: int) -> list[int]:
     with torch.no_grad():
         for _ in range(n):
             logits = model(ids).logits[0, -1]
+            logits[list(suppress)] = float("-inf")
             token = int(torch.argmax(logits))
             out.append(token)
             ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
     return out
 
 
+def llama_prompt_ids(stub, tokenizer, prompt: str) -> list[int]:
+    """The prompt as llama.cpp tokenizes it (BOS + TokenizeString): the model's computation is compared."""
+    return [tokenizer.bos_token_id, *stub.TokenizeString(backend_pb2.PredictOptions(Prompt=prompt), timeout=60).tokens]
+
+
 def test_greedy_64_tokens_equal_transformers(server, tiny) -> None:
     model, tokenizer, _ = tiny
-    # The prompt as llama.cpp tokenizes it (BOS + TokenizeString): the model's computation is compared.
-    prompt_ids = [tokenizer.bos_token_id, *server.stub.TokenizeString(backend_pb2.PredictOptions(Prompt=PROMPT),
-                                                                      timeout=60).tokens]
-    expected_ids = transformers_greedy(model, prompt_ids, 64)
+    prompt_ids = llama_prompt_ids(server.stub, tokenizer, PROMPT)
+    expected_ids = transformers_greedy(model, prompt_ids, 64, suppress=[tokenizer.eos_token_id])
     assert len(set(expected_ids)) > 3, "the random model repeats one token: the comparison would prove little"
     got = predict(server.stub, Tokens=64, Temperature=0, IgnoreEOS=True)
     assert got == pieces_text(tokenizer, expected_ids)
+
+
+def eos_candidates() -> list[str]:
+    """Prompts in a fixed order: the corpus' words, then pairs of them."""
+    words = sorted({w for line in CORPUS for w in line.split()})
+    return words + [f"{a} {b}" for a in words for b in words]
+
+
+def first_prompt_ending_in_eos(stub, model, tokenizer, n: int):
+    """(prompt, its llama.cpp ids, transformers' greedy n tokens) of the first candidate whose greedy
+    continuation picks </s> after some text."""
+    candidates = eos_candidates()
+    for prompt in candidates:
+        ids = llama_prompt_ids(stub, tokenizer, prompt)
+        plain = transformers_greedy(model, ids, n)
+        if tokenizer.eos_token_id in plain[1:]:
+            return prompt, ids, plain
+    pytest.fail(f"none of {len(candidates)} prompts makes the tiny model pick </s> greedily in {n} tokens: "
+                "the IgnoreEOS check needs one (add candidates to eos_candidates)")
+
+
+def test_ignore_eos_masks_end_of_generation_as_transformers_does(server, tiny) -> None:
+    """IgnoreEOS is llama.cpp's ignore_eos (every end-of-generation token masked in the sampler) and
+    transformers' min_new_tokens (EOS at -inf): tested on a prompt whose greedy continuation picks
+    </s>, where a backend that only keeps going after </s> (and feeds it back) answers otherwise."""
+    model, tokenizer, _ = tiny
+    eos, n = tokenizer.eos_token_id, 32
+    prompt, ids, plain = first_prompt_ending_in_eos(server.stub, model, tokenizer, n)
+    k = plain.index(eos)
+    suppressed = transformers_greedy(model, ids, n, suppress=[eos])
+    assert suppressed[:k] == plain[:k] and eos not in suppressed
+    # Without IgnoreEOS generation ends at </s>, after k tokens, as transformers' greedy does.
+    reply = server.stub.Predict(backend_pb2.PredictOptions(Prompt=prompt, Tokens=n, Temperature=0), timeout=300)
+    assert (reply.tokens, reply.message.decode("utf-8")) == (k, pieces_text(tokenizer, plain[:k])), prompt
+    # With IgnoreEOS: exactly Tokens tokens, </s> never picked nor fed back (what follows equals
+    # transformers' with EOS suppressed), in Predict and in the stream.
+    ignore = dict(Prompt=prompt, Tokens=n, Temperature=0, IgnoreEOS=True)
+    reply = server.stub.Predict(backend_pb2.PredictOptions(**ignore), timeout=300)
+    expected = pieces_text(tokenizer, suppressed)
+    assert (reply.tokens, reply.message.decode("utf-8")) == (n, expected), (prompt, k)
+    replies = list(server.stub.PredictStream(backend_pb2.PredictOptions(**ignore), timeout=300))
+    assert b"".join(r.message for r in replies).decode("utf-8") == expected and replies[-1].tokens == n
+    # A grammar's end is still an end: with IgnoreEOS the generation stops where the grammar allows
+    # nothing but an end of generation (with every logit at -inf llama.cpp's grammar would abort the
+    # process), the server keeps serving.
+    for temperature in (0, 0.8):
+        got = predict(server.stub, prompt, Tokens=n, Temperature=temperature, Seed=3, IgnoreEOS=True,
+                      Grammar='root ::= "hello world"')
+        assert got == "hello world"
+    assert_healthy(server.stub)
 
 
 def test_embeddings_match_transformers(server, tiny) -> None:
