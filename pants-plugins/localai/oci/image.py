@@ -42,7 +42,7 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.model.folder import RUN_SH
 from localai.oci.options import OciSubsystem
-from localai.oci.scripts.layout import OWN_LAYER_BYTES, RECORD_SUFFIX, group_paths, record_owners
+from localai.oci.scripts.layout import OWN_LAYER_BYTES, RECORDS_GLOB, group_paths, record_owners
 from localai.scripts import script_file
 
 SCRIPT = "layout.py"  # oci/scripts/layout.py, run as a process
@@ -140,7 +140,7 @@ async def build_backend_image(request: BackendImageRequest, oci: OciSubsystem) -
         )
     # Grouped from the entries' sizes and the installed distributions' RECORDs (no other file
     # read); each group's files are their own digest, so a layer's process key is exactly its files.
-    records = await Get(DigestContents, DigestSubset(request.folder, PathGlobs([f"**/*{RECORD_SUFFIX}"])))
+    records = await Get(DigestContents, DigestSubset(request.folder, PathGlobs([RECORDS_GLOB])))
     owners = record_owners({fc.path: fc.content.decode("utf-8") for fc in records})
     sizes = {p: e.file_digest.serialized_bytes_length for p, e in files.items()}
     groups = group_paths(sizes, OWN_LAYER_BYTES, request.own_layer_dirs, owners)

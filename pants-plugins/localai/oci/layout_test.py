@@ -152,7 +152,10 @@ def test_an_installed_distribution_is_the_same_layer_in_every_image_that_carries
     for name in ("a", "b"):
         folder = _folder(tmp_path / name, small=name)
         (folder / "backend.pex").unlink()
-        _install(folder, "torch-2.13.0", {"torch/__init__.py": b"import torch._C\n", "torch/_C.so": _noise(700_000, 1), "torch/lib/libtorch.so": _noise(700_000, 2)})
+        # A distribution it vendors keeps its own RECORD deeper down: still torch's files.
+        _install(folder, "torch-2.13.0", {"torch/__init__.py": b"import torch._C\n", "torch/_C.so": _noise(700_000, 1),
+                                          "torch/lib/libtorch.so": _noise(700_000, 2), "torch/_vendor/six.py": b"six",
+                                          "torch/_vendor/six-1.0.dist-info/RECORD": b"six.py,,\n"})
         (folder / f"site-packages/{name}.py").write_text(name)
         out = tmp_path / f"{name}-out"
         assert main([str(folder), str(out), "--ref-name=x"]) == 0
@@ -167,7 +170,7 @@ def test_an_installed_distribution_is_the_same_layer_in_every_image_that_carries
     with tarfile.open(blob) as tar:
         assert sorted(m.name for m in tar.getmembers() if m.isfile()) == [
             "site-packages/torch-2.13.0.dist-info/RECORD", "site-packages/torch/_C.so", "site-packages/torch/__init__.py",
-            "site-packages/torch/lib/libtorch.so",
+            "site-packages/torch/_vendor/six-1.0.dist-info/RECORD", "site-packages/torch/_vendor/six.py", "site-packages/torch/lib/libtorch.so",
         ]
     assert a["layers"][1] != b["layers"][1]
 

@@ -28,6 +28,7 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.model.artifact import DEPS, FileTree
 from localai.model.folder import ARTIFACT, SITE_PACKAGES, START_PY
+from localai.oci.scripts.layout import RECORD_SUFFIX
 from localai.scripts import script_file
 
 SCRIPT = "install_wheel.py"  # package/scripts/, run as a process
@@ -134,7 +135,8 @@ async def install_backend(request: InstalledBackendRequest) -> InstalledBackend:
     dist_entries = await MultiGet(Get(DigestEntries, Digest, c.digest) for c in installed)
     deps = []
     for wheel, files in zip(wheels, dist_entries):
-        record = next((x.path for x in files if x.path.endswith(".dist-info/RECORD")), "")
+        # Its own RECORD, at the top of site-packages (setuptools vendors others deeper down).
+        record = next((x.path for x in files if x.path.endswith(RECORD_SUFFIX) and x.path.count("/") == 2), "")
         deps.append((wheel, FileTree.of(files, SITE_PACKAGES).sha256, record))
     tree = FileTree.of(await Get(DigestEntries, Digest, digest), SITE_PACKAGES)
     return InstalledBackend(digest, FileTree(tree.sha256, tree.size, tuple(deps)))

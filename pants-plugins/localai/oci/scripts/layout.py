@@ -51,6 +51,7 @@ MTIME = 0  # no build time in any byte; SOURCE_DATE_EPOCH is not needed
 OWN_LAYER_BYTES = 1024 * 1024  # every wheel of 1 MiB or more: sharing below that saves little
 GZIP_LEVEL = 6
 RECORD_SUFFIX = ".dist-info/RECORD"  # an installed distribution's list of its files
+RECORDS_GLOB = f"*/*{RECORD_SUFFIX}"  # those of site-packages/ (setuptools vendors others deeper down)
 
 
 @dataclass(frozen=True)
@@ -162,8 +163,8 @@ def group_paths(
 
 
 def folder_records(folder: Path, files: list[str]) -> dict[str, str]:
-    """The RECORD files of the distributions installed in `folder`, as record_owners reads them."""
-    return {f: (folder / f).read_text(encoding="utf-8") for f in files if f.endswith(RECORD_SUFFIX)}
+    """The RECORD files of the distributions installed in `folder` (RECORDS_GLOB), as record_owners reads them."""
+    return {f: (folder / f).read_text(encoding="utf-8") for f in files if f.endswith(RECORD_SUFFIX) and f.count("/") == 2}
 
 
 def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = ()) -> list[tuple[str, list[str]]]:
