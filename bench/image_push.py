@@ -41,8 +41,8 @@ def main(first: str, second: str) -> None:
     mb = lambda n: f"{n / 1e6:.1f} MB"  # noqa: E731 (a one-line local helper)
     print(f"push {first}: uploaded {mb(a['uploaded_bytes'])}, skipped {mb(a['skipped_bytes'])}")
     print(f"push {second}: uploaded {mb(b['uploaded_bytes'])}, skipped {mb(b['skipped_bytes'])}")
-    wheels = lambda image: {p.name for p in (Path("dist/backends") / image / "backend.pex/.deps").iterdir()}  # noqa: E731 (a one-line local helper)
-    print(f"wheels {second} shares with {first}: {len(wheels(first) & wheels(second))} of {len(wheels(second))}")
+    dists = lambda image: {p.name for p in (Path("dist/backends") / image / "site-packages").glob("*.dist-info")}  # noqa: E731 (a one-line local helper)
+    print(f"distributions {second} shares with {first}: {len(dists(first) & dists(second))} of {len(dists(second))}")
 
 
 if __name__ == "__main__":

@@ -234,7 +234,7 @@ def pants_package(name: str, work: Path, cold: bool, log: Path) -> float:
 
 
 def pex_facts(name: str) -> dict:
-    pex = ROOT / f"dist/backends/{name}/cpu/backend.pex"
+    pex = ROOT / f"dist/pex/{name}/cpu/backend.pex"
     info = json.loads((pex / "PEX-INFO").read_text())
     dists = {}
     for wheel in info["distributions"]:
@@ -246,7 +246,7 @@ def pex_facts(name: str) -> dict:
             unpacked += sum(i.file_size for i in zf.infolist())
     lock = ROOT / f"lockfiles/{name}-cpu.lock"
     image = ROOT / f"dist/images/{name}/cpu/image.oci.tar"
-    return {"distributions": dists, "folder_bytes": du(pex.parent), "unpacked_bytes": unpacked,
+    return {"distributions": dists, "folder_bytes": du(ROOT / f"dist/backends/{name}/cpu"), "unpacked_bytes": unpacked,
             "image_bytes": image.stat().st_size if image.is_file() else None,
             "cuda": cuda_packages(dists), "lockfile": str(lock.relative_to(ROOT))}
 

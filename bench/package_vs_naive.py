@@ -91,7 +91,7 @@ def main() -> None:
     rows = []
 
     # 1. Cold package vs uv install of the same pinned set.
-    pex = ROOT / f"dist/backends/{backend}/cpu/backend.pex"
+    pex = ROOT / f"dist/pex/{backend}/cpu/backend.pex"
     shutil.rmtree(pex, ignore_errors=True) if pex.is_dir() else pex.unlink(missing_ok=True)
     cold, cold_cpu = timed(["./pants", "--no-pantsd", f"--local-store-dir={work}/store", f"--named-caches-dir={work}/named",
                             "package", target], cwd=ROOT, env=env)
