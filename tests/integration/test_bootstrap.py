@@ -111,3 +111,52 @@ def test_the_pex_tool_caches_under_the_pex_root_pants_gives_it(tmp_path: Path) -
     assert result.returncode == 0, result.stderr
     assert [p.name for p in (tmp_path / "pex-root/downloads").glob("*/*.whl")] == ["tiny-1.0-py3-none-any.whl"]
     assert not (tmp_path / "home/.pex").exists()
+
+
+def _interpreter(version: str) -> str:
+    """The real executable of a CPython `version` this machine has (the build needs 3.9 and 3.11)."""
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    for name in (*sorted(pyenv.glob(f"versions/{version}.*/bin/python{version}")), f"python{version}"):
+        exe = shutil.which(str(name))
+        out = subprocess.run([exe, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True) if exe else None
+        if out and out.returncode == 0:  # a pyenv shim without pyenv's environment fails
+            return out.stdout.strip()
+    raise AssertionError(f"no CPython {version} here: the build itself needs it")
+
+
+def test_interpreter_discovery_searches_only_the_declared_interpreters(tmp_path: Path) -> None:
+    """./pants sets [python-bootstrap].search_path to the folders of the CPython 3.9 and 3.11 it
+    finds (where the interpreter runs from, not a pyenv shim's folder), so a cold build probes two interpreters, not
+    every one of pyenv and PATH; a search path the user sets wins; with 3.11 missing it leaves
+    pants.toml's, for Pants' own error. The Pants venv here is a stand-in that prints what Pants
+    would read."""
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    for path in ("pants", "3rdparty/pants/requirements.txt", "3rdparty/bootstrap/bootstrap.py", "3rdparty/wheelhouse.toml"):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, repo / path)
+    requirements = (repo / "3rdparty/pants/requirements.txt").read_bytes()
+    stamp = requirements + (repo / "3rdparty/bootstrap/bootstrap.py").read_bytes() + (repo / "3rdparty/wheelhouse.toml").read_bytes()
+    venv = home / ".cache/localai-build" / f"pants-venv-{hashlib.sha256(requirements).hexdigest()[:16]}"
+    (venv / "bin").mkdir(parents=True)
+    (venv / f".ready-{hashlib.sha256(stamp).hexdigest()[:16]}").write_text("ok\n")
+    (venv / "bin/python").write_text('#!/bin/sh\necho "search_path=${PANTS_PYTHON_BOOTSTRAP_SEARCH_PATH:-unset}"\n')
+    (venv / "bin/python").chmod(0o755)
+    py39, py311 = _interpreter("3.9"), _interpreter("3.11")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "cat", "sha256sum", "cut", "dirname"):
+        os.symlink(shutil.which(tool), bin_dir / tool)
+    os.symlink(py39, bin_dir / "python3.9")
+    env = {"PATH": str(bin_dir), "HOME": str(home), "PYENV_ROOT": str(tmp_path / "no-pyenv")}
+
+    def search_path(**extra: str) -> str:
+        out = subprocess.run(["./pants", "--version"], cwd=repo, env={**env, **extra}, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert search_path() == "search_path=unset"  # no 3.11: pants.toml's search path, Pants' error
+    # 3.11 behind a shim, as pyenv's: the folder of the interpreter it runs, not the shim's.
+    (bin_dir / "python3.11").write_text(f'#!/bin/sh\nexec {py311} "$@"\n')
+    (bin_dir / "python3.11").chmod(0o755)
+    assert search_path() == f"search_path=['{bin_dir}', '{os.path.dirname(py311)}']"
+    assert search_path(PANTS_PYTHON_BOOTSTRAP_SEARCH_PATH="['<PATH>']") == "search_path=['<PATH>']"
