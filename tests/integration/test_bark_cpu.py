@@ -11,7 +11,7 @@ import wave
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_path
+from tests.integration.backend_process import BackendProcess, pex_distributions, pex_path
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 from tests.integration.tiny_models import BARK_VOICE, tiny_bark

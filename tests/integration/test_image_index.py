@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.backend_process import dist_path, pex_path, tree_sha256
+from tests.integration.backend_process import dist_path, tree_sha256
 from tests.integration.localai_installer import install
 from tests.integration.registry import RegistryServer, debian_tool
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files, pex_path
+from tests.integration.backend_process import BackendProcess, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files, pex_path
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.llama_cpp_models import CORPUS, SDIST, convert, make_model
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code

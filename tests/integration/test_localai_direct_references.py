@@ -108,7 +108,8 @@ def test_git_and_url_requirements_lock_with_hashes_package_and_serve(tmp_path: P
 
     pants(repo, "package", f"{FOLDER}:cpu")
     dist = repo / "dist/backends/localai-refs-example/cpu"
-    assert {"tinyfix-0.1.0-py3-none-any.whl", "tinywheel-0.2.0-py3-none-any.whl"} <= set(pex_distributions(repo / "dist/pex/localai-refs-example/cpu/backend.pex"))
+    pex = repo / "dist/pex/localai-refs-example/cpu/backend.pex"
+    assert {"tinyfix-0.1.0-py3-none-any.whl", "tinywheel-0.2.0-py3-none-any.whl"} <= set(pex_distributions(pex))
     # The stubs, from the grpc-stubs resolve's grpcio-tools 1.71.0 (gencode 5.29.0), not the folder's lock.
     assert "GRPC_GENERATED_VERSION = '1.71.0'" in (dist / "site-packages/backend_pb2_grpc.py").read_text()
     assert "# Protobuf Python Version: 5.29.0" in (dist / "site-packages/backend_pb2.py").read_text()

@@ -5,7 +5,7 @@ import grpc
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_path
+from tests.integration.backend_process import BackendProcess, pex_distributions, pex_path
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.sealed_folder import SealedBackend
 from tests.integration.tiny_models import tiny_gpt2

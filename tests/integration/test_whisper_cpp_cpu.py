@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files, pex_path, pex_root
+from tests.integration.backend_process import BackendProcess, packaged_cpu_levels, packaged_levels, pex_distributions, pex_files, pex_path, pex_root
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 from tests.integration.tiny_models import SAMPLE_RATE, write_wav

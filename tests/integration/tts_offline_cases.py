@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from backends.proto import backend_pb2
-from tests.integration.backend_process import BackendProcess, dist_path, pex_distributions, pex_path
+from tests.integration.backend_process import BackendProcess, pex_distributions, pex_path
 from tests.integration.bad_model_cases import assert_bad_models_answer_clearly
 from tests.integration.rpc_checks import Code, assert_healthy, expect_code, state
 

@@ -53,7 +53,18 @@ from pants.version import VERSION as PANTS_VERSION
 from localai.errors import LocalAIError
 from localai.model.accelerators import python_version_of
 from localai.model.artifact import BackendPex, BackendVariantFieldSet, FileTree, VariantPexRequest
-from localai.model.folder import ARTIFACT, BUILD_RECORD, ENVELOPE_NAME, PEX_DIR, PORTABLE_PYTHON_DIR, PROVENANCE_NAME, RUN_SH, SBOM_NAME, SITE_PACKAGES, START_PY
+from localai.model.folder import (
+    ARTIFACT,
+    BUILD_RECORD,
+    ENVELOPE_NAME,
+    PEX_DIR,
+    PORTABLE_PYTHON_DIR,
+    PROVENANCE_NAME,
+    RUN_SH,
+    SBOM_NAME,
+    SITE_PACKAGES,
+    START_PY,
+)
 from localai.model.variant import Variant
 from localai.model.wheelhouse import WheelhouseUrls, WheelhouseUrlsRequest
 from localai.oci.image import BackendImage, BackendImageRequest, image_dir

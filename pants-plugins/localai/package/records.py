@@ -11,9 +11,9 @@ from typing import Mapping
 
 from pants.engine.fs import FileContent
 
+from localai.model.accelerators import python_version_of
 from localai.model.artifact import FileTree
 from localai.model.folder import BUILD_RECORD, PROVENANCE_NAME, RUN_SH, SBOM_NAME, SITE_PACKAGES, START_PY
-from localai.model.accelerators import python_version_of
 from localai.model.lockfile import Lockfile
 from localai.model.records import canonical_json
 from localai.model.variant import Variant

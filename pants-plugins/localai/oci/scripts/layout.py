@@ -127,7 +127,7 @@ def record_owners(records: dict[str, str]) -> dict[str, str]:
 
 
 def group_paths(
-    sizes: dict[str, int], own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = (), owners: dict[str, str] = {}
+    sizes: dict[str, int], own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = (), owners: dict[str, str] | None = None
 ) -> list[tuple[str, list[str]]]:
     """(history line, relative paths) per layer, from each file's size and the distribution that
     installed it (record_owners): each of `own_layer_dirs` whole (python/, the portable
@@ -137,7 +137,7 @@ def group_paths(
     them); each other big file alone; the rest (run.sh, records, the backend's own files)
     together. Pure, so the Pants rule groups from the digest's entries and RECORDs (image.py) and
     this script groups the same way."""
-    files = sorted(sizes)
+    files, owners = sorted(sizes), owners or {}
     layers = []
     for d in own_layer_dirs:
         group = [f for f in files if f.startswith(d.rstrip("/") + "/")]
