@@ -8,7 +8,8 @@ missing. ``ModelOptions.Model`` here may be:
 - a local ``.onnx`` file (its voices: ``voices.npz`` or the single ``*.npz`` beside it),
 - a hub id (``KittenML/...``; empty means ``DEFAULT_MODEL``), downloaded the same way (online).
 Both files are always resolved here and passed explicitly, so kittentts never downloads behind
-the caller's back.
+the caller's back. Phonemes come from the folder's own espeak-ng (the espeakng-loader wheel
+kittentts requires), not the host's (backends/common/espeak.py).
 """
 
 import glob
@@ -17,6 +18,7 @@ import os
 
 from backends.common.audio import validate_tts, write_wav
 from backends.common.errors import NotFound
+from backends.common.espeak import use_bundled_espeak
 from backends.common.model_files import check_file, check_model
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
@@ -99,6 +101,7 @@ class KittenTTSServicer(BaseServicer):
             onnx, voices = model_files(path)
         check_file(onnx, ("onnx",), EXPECTS)
         check_file(voices, ("zip",), EXPECTS)
+        use_bundled_espeak()  # KittenTTS builds its espeak phonemizer in its constructor
         return KittenTTS(onnx, voices)
 
     def TTS(self, request, context):

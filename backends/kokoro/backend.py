@@ -10,13 +10,21 @@ the table of LocalAI's Kokoro-on-MLX backend (``american_english`` -> ``a``, ``s
 is American English, LocalAI's default); without it, LocalAI's kokoro backend's ``lang_code:<c>``
 LoadModel option or ``KOKORO_LANG_CODE``; without those, the voice's first letter (``bf_emma``
 -> ``b``), as LocalAI's MLX backend does; else ``a``. An unknown language is INVALID_ARGUMENT.
+
+G2P: misaki. English (``a``, ``b``) needs spaCy's ``en_core_web_sm``, which no locked wheel
+carries (spaCy publishes it on GitHub, not PyPI) and which misaki would fetch by running pip from
+the server (``misaki.en.G2P.__init__`` -> ``spacy.cli.download``): without it English is
+FAILED_PRECONDITION naming it. The other espeak-ng languages (``e f h i p``) phonemize with the
+folder's own espeak-ng at any install path (backends/common/espeak.py).
 """
 
 import glob
+import importlib.util
 import os
 
 from backends.common.audio import validate_tts, write_wav
-from backends.common.errors import InvalidArgument
+from backends.common.errors import FailedPrecondition, InvalidArgument
+from backends.common.espeak import use_bundled_espeak
 from backends.common.model_files import check_model
 from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
@@ -24,6 +32,8 @@ from backends.proto import backend_pb2
 SAMPLE_RATE = 24000
 EXPECTS = "a Kokoro model: a folder with config.json and one .pth checkpoint (torch.save), or that .pth with config.json beside it"
 DEFAULT_VOICE = "af_heart"
+ENGLISH_SPACY_MODEL = "en_core_web_sm"  # what misaki.en.G2P(trf=False) loads
+ESPEAK_LANGUAGES = "efhip"  # kokoro.pipeline.LANG_CODES phonemized by misaki.espeak.EspeakG2P alone
 
 
 KOKORO_CODES = frozenset("abefhijpz")
@@ -79,6 +89,10 @@ def lang_code_for(voice: str, language: str = "", option: str = "", environ=None
     return first if first in KOKORO_CODES else "a"
 
 
+def spacy_model_installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
 def local_model_files(path: str):
     """(config.json, .pth) of a local Kokoro model, both local: KModel fetches whichever it is not
     given from the Hub, so a local model must never leave either out."""
@@ -108,9 +122,9 @@ class KokoroServicer(BaseServicer):
     def load(self, request, path):
         local = local_model_files(path) if path and os.path.exists(path) else None
         import torch
+        from kokoro import KModel
 
         from backends.common.device import select_device
-        from kokoro import KModel
 
         device = select_device(torch)
         if local:
@@ -130,6 +144,13 @@ class KokoroServicer(BaseServicer):
         from kokoro import KPipeline
 
         if lang not in self.pipelines:
+            if lang in "ab" and not spacy_model_installed(ENGLISH_SPACY_MODEL):
+                raise FailedPrecondition(
+                    f"English (lang_code {lang!r}) needs spaCy's {ENGLISH_SPACY_MODEL} for misaki's G2P, which this "
+                    f"backend does not carry (spaCy ships it from GitHub, not PyPI); a language espeak-ng phonemizes "
+                    f"works: lang_code one of {', '.join(ESPEAK_LANGUAGES)} (e.g. language 'es' or a voice 'ef_...')"
+                )
+            use_bundled_espeak()  # after misaki's import, which sets its own data path
             self.pipelines[lang] = KPipeline(lang_code=lang, model=self.model)
         return self.pipelines[lang]
 

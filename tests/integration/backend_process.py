@@ -48,6 +48,18 @@ def dist_path(backend: str, accelerator: str, name: str = "run.sh") -> Path:
     return path
 
 
+def folder_python(folder: Path) -> list[str]:
+    """argv prefix of the interpreter a backend folder's run.sh starts, as run.sh starts it (its
+    portable CPython, else python3.X from PATH; `-I -S -B`): append a script that adds the
+    folder's site-packages/ to run code with the folder's own libraries."""
+    import re
+
+    found = re.search(r"^exec (\S+) -I -S -B ", (folder / "run.sh").read_text(), re.MULTILINE)
+    if found is None:
+        raise ValueError(f"{folder / 'run.sh'} has no `exec <python> -I -S -B` line")
+    return [found.group(1).strip('"').replace("$dir", str(folder)), "-I", "-S", "-B"]
+
+
 def pex_path(backend: str, accelerator: str) -> Path:
     """The PEX that `pants package` installs a backend folder from (dist/pex/, beside the folder)."""
     path = Path("pex") / backend / accelerator / "backend.pex"

@@ -303,3 +303,88 @@ def tiny_bark(out: Path) -> Path:
     np.savez(out / "my-voice.npz", **preset)
     BarkProcessor(tokenizer=tok).tokenizer.save_pretrained(out)
     return out
+
+
+# ---- TTS models (kitten-tts, kokoro) ----------------------------------------------------------
+
+KITTEN_SAMPLES_PER_ID = 600  # 25 ms at 24 kHz per input id
+KITTEN_STYLE_DIM = 256  # KittenTTS nano's voices.npz: one (1, 256) float32 array per voice
+# kittentts 0.1.3 KittenTTS.available_voices: the voices its models ship
+KITTEN_VOICES = (
+    "expr-voice-2-m", "expr-voice-2-f", "expr-voice-3-m", "expr-voice-3-f",
+    "expr-voice-4-m", "expr-voice-4-f", "expr-voice-5-m", "expr-voice-5-f",
+)
+KITTEN_MODEL_FILE = "kitten_tts_nano_v0_2.onnx"
+
+
+def tiny_kitten_tts(out: Path) -> Path:
+    """A KittenTTS model folder as the hub snapshot has it: config.json naming model_file and
+    voices, the ONNX graph and voices.npz. The graph takes what kittentts 0.1.3's generate()
+    feeds (input_ids int64 [1, n], style float32 [1, 256], speed float32 [1]) and returns its
+    first output as the waveform: each id becomes KITTEN_SAMPLES_PER_ID samples of
+    sin((id * w + style @ V) * 0.05 / speed) with random w and V, so the length is exactly
+    n * KITTEN_SAMPLES_PER_ID and the voice changes every sample. Written with onnx's helper API,
+    checked by onnx.checker."""
+    import json
+
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((1, KITTEN_SAMPLES_PER_ID)).astype(np.float32), "per_id"),
+        numpy_helper.from_array((rng.standard_normal((KITTEN_STYLE_DIM, KITTEN_SAMPLES_PER_ID)) / 16).astype(np.float32), "per_style"),
+        numpy_helper.from_array(np.array([0.05], np.float32), "scale"),
+        numpy_helper.from_array(np.array([-1], np.int64), "flat"),
+    ]
+    nodes = [
+        helper.make_node("Cast", ["input_ids"], ["ids"], to=TensorProto.FLOAT),
+        helper.make_node("Transpose", ["ids"], ["ids_column"], perm=[1, 0]),  # [n, 1]
+        helper.make_node("MatMul", ["ids_column", "per_id"], ["frames"]),  # [n, 600]
+        helper.make_node("MatMul", ["style", "per_style"], ["colour"]),  # [1, 600]
+        helper.make_node("Add", ["frames", "colour"], ["mixed"]),
+        helper.make_node("Mul", ["mixed", "scale"], ["scaled"]),
+        helper.make_node("Div", ["scaled", "speed"], ["paced"]),
+        helper.make_node("Sin", ["paced"], ["wave"]),
+        helper.make_node("Reshape", ["wave", "flat"], ["waveform"]),  # [n * 600]
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny-kitten-tts",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "ids"]),
+            helper.make_tensor_value_info("style", TensorProto.FLOAT, [1, KITTEN_STYLE_DIM]),
+            helper.make_tensor_value_info("speed", TensorProto.FLOAT, [1]),
+        ],
+        [helper.make_tensor_value_info("waveform", TensorProto.FLOAT, ["samples"])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="localai-tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(out / KITTEN_MODEL_FILE))
+    np.savez(out / "voices.npz", **{v: rng.standard_normal((1, KITTEN_STYLE_DIM)).astype(np.float32) for v in KITTEN_VOICES})
+    (out / "config.json").write_text(
+        json.dumps({"name": "tiny random KittenTTS", "type": "ONNX1", "model_file": KITTEN_MODEL_FILE, "voices": "voices.npz"})
+    )
+    return out
+
+
+KOKORO_VOICE = "ef_dora"  # a Spanish voice: its first letter gives Kokoro's lang_code "e" (espeak-ng G2P)
+
+
+def tiny_kokoro(out: Path, folder: Path) -> Path:
+    """A random-weight Kokoro model (config.json, kokoro-v1_0.pth, voices/KOKORO_VOICE.pt) made by
+    tiny_kokoro_build.py with the kokoro backend folder's own interpreter and libraries."""
+    import subprocess
+
+    from tests.integration.backend_process import folder_python
+
+    script = Path(__file__).with_name("tiny_kokoro_build.py")
+    argv = [*folder_python(folder), str(script), str(folder / "site-packages"), str(out), KOKORO_VOICE]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited with {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return out

@@ -2,12 +2,12 @@
 TTS backend started as LocalAI starts it, called over gRPC. A test module imports these cases
 and defines a module-scoped ``backend_name`` fixture.
 
-Neither model can be had here (Kokoro-82M and KittenTTS download from the Hugging Face hub,
-which is unreachable; no PyPI package ships them, and a random Kokoro would still need misaki's
-G2P data), so synthesis itself is not tested. Checked: the artifact starts and answers Health,
-Status, argument validation (empty text, missing dst, missing output directory), model RPCs
-before LoadModel, LoadModel of a missing path and of bad model files (bad_model_cases.py), and
-that a failed hub download is FAILED_PRECONDITION, not a crash.
+Checked here, with no model: the artifact starts and answers Health, Status, argument
+validation (empty text, missing dst, missing output directory), model RPCs before LoadModel,
+LoadModel of a missing path and of bad model files (bad_model_cases.py), and that a failed hub
+download (Kokoro-82M and KittenTTS come from the Hugging Face hub, unreachable here) is
+FAILED_PRECONDITION, not a crash. Synthesis is tested by each module with a random-weight model
+made in the test (tiny_models.tiny_kitten_tts, tiny_models.tiny_kokoro; tts_synthesis.py).
 """
 from __future__ import annotations
 

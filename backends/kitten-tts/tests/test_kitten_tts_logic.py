@@ -2,7 +2,9 @@
 and that both reach kittentts 0.1.3's ``KittenTTS(model_path, voices_path)`` explicitly (a
 missing one would make kittentts download its own default model instead).
 
-The kittentts library is faked at its API boundary (the KittenTTS class); the servicer is real."""
+The kittentts library is faked at its API boundary (the KittenTTS class), and with it the
+espeak-ng setup (backends/common/espeak.py, run for real by tests/integration:kitten-tts); the
+servicer is real."""
 import json
 import sys
 import types
@@ -98,6 +100,7 @@ def fake_kittentts(monkeypatch):
             return np.full((1, 240), 0.1, dtype=np.float32)
 
     monkeypatch.setitem(sys.modules, "kittentts", types.SimpleNamespace(KittenTTS=KittenTTS))
+    monkeypatch.setattr(backend, "use_bundled_espeak", lambda: calls.append("espeak") and "")
     return calls
 
 
@@ -107,7 +110,8 @@ def test_load_of_a_local_directory_passes_both_paths(fake_kittentts, tmp_path):
     s = backend.KittenTTSServicer()
     res = s.LoadModel(backend_pb2.ModelOptions(Model=str(tmp_path)), FakeContext())
     assert res.success
-    assert fake_kittentts == [(str(tmp_path / "m.onnx"), str(tmp_path / "voices.npz"))]
+    # the folder's espeak-ng is set up before KittenTTS builds its phonemizer
+    assert fake_kittentts == ["espeak", (str(tmp_path / "m.onnx"), str(tmp_path / "voices.npz"))]
     dst = tmp_path / "o.wav"
     s.TTS(backend_pb2.TTSRequest(text="hi", dst=str(dst), voice="expr-voice-5-m"), FakeContext())
     with wave.open(str(dst)) as w:
@@ -120,7 +124,7 @@ def test_load_relative_to_model_path_like_localai(fake_kittentts, tmp_path):
     touch(tmp_path / "kitten" / "voices.npz")
     s = backend.KittenTTSServicer()
     assert s.LoadModel(backend_pb2.ModelOptions(Model="kitten", ModelPath=str(tmp_path)), FakeContext()).success
-    assert fake_kittentts[0][0] == str(tmp_path / "kitten" / "m.onnx")
+    assert fake_kittentts[1][0] == str(tmp_path / "kitten" / "m.onnx")
 
 
 def test_incomplete_directory_fails_load_with_not_found_and_no_download(fake_kittentts, tmp_path):

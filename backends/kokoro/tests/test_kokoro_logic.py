@@ -83,6 +83,9 @@ def fake_kokoro(monkeypatch):
             yield types.SimpleNamespace(audio=FakeAudio(50))
 
     monkeypatch.setitem(sys.modules, "kokoro", types.SimpleNamespace(KPipeline=KPipeline))
+    # misaki, spaCy and espeak-ng are the faked library's: English is installed, espeak-ng set up.
+    monkeypatch.setattr(backend, "spacy_model_installed", lambda name: True)
+    monkeypatch.setattr(backend, "use_bundled_espeak", lambda: "")
     return created
 
 
@@ -118,3 +121,15 @@ def test_unknown_language_fails_before_any_pipeline(fake_kokoro, tmp_path):
         s.TTS(backend_pb2.TTSRequest(text="hi", dst=str(tmp_path / "o.wav"), language="klingon"), FakeContext())
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "klingon" in e.value.details
     assert fake_kokoro == [] and not (tmp_path / "o.wav").exists()
+
+
+def test_english_without_spacys_model_is_failed_precondition_naming_it(fake_kokoro, monkeypatch, tmp_path):
+    monkeypatch.setattr(backend, "spacy_model_installed", lambda name: name != "en_core_web_sm")
+    s = servicer()
+    for request in (dict(language="en"), dict(voice="bf_emma"), dict()):  # the default voice is af_heart
+        with pytest.raises(AbortError) as e:
+            s.TTS(backend_pb2.TTSRequest(text="hi", dst=str(tmp_path / "o.wav"), **request), FakeContext())
+        assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION and "en_core_web_sm" in e.value.details
+    assert fake_kokoro == [] and not (tmp_path / "o.wav").exists()
+    s.TTS(backend_pb2.TTSRequest(text="hola", dst=str(tmp_path / "o.wav"), language="es"), FakeContext())
+    assert fake_kokoro == ["e"]

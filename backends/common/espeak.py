@@ -1,0 +1,54 @@
+"""espeak-ng from the backend's own folder (the espeakng-loader wheel), never the host's, at any
+install path.
+
+kittentts and misaki phonemize through phonemizer's ``EspeakWrapper``, which loads the host's
+libespeak-ng unless told otherwise: kittentts 0.1.3 never tells it (without a host espeak-ng its
+LoadModel fails), misaki points it at espeakng_loader's copy when imported. That copy then meets
+espeak-ng's own limit: the data path is copied into a 160-byte buffer (``N_PATH_HOME``,
+libespeak-ng/speech.h) and a longer one, cut short, holds no ``phontab``, on which
+``espeak_Initialize`` calls ``exit(1)``: the whole server dies on its first TTS when the folder's
+path is over 114 bytes (/site-packages/espeakng_loader/espeak-ng-data adds 45).
+
+So the data directory is opened once and handed to espeak-ng as ``/proc/self/fd/<n>`` through
+``ESPEAK_DATA_PATH``, which espeak-ng reads when phonemizer passes no path (phonemizer would
+resolve a path it is given back to the long one). Elsewhere (macOS) the path is passed as it is.
+"""
+
+import os
+
+N_PATH_HOME = 160  # libespeak-ng/speech.h (Linux, macOS): the data path and its NUL
+PROC_FD = "/proc/self/fd"
+_data_fd = None
+
+
+def data_path_for_espeak(data: str) -> str:
+    """The path espeak-ng is given for ``data``: a descriptor of it under /proc when there is
+    /proc (opened once, held for the process's life), else ``data`` itself."""
+    global _data_fd
+    if not os.path.isdir(PROC_FD):
+        return data
+    if _data_fd is None:
+        _data_fd = os.open(data, os.O_RDONLY | os.O_DIRECTORY)
+    return f"{PROC_FD}/{_data_fd}"
+
+
+def use_bundled_espeak() -> str:
+    """Point phonemizer at the folder's libespeak-ng and data; call after importing misaki (which
+    sets its own at import) and before the first EspeakBackend. Returns the data path given."""
+    import espeakng_loader
+    from phonemizer.backend.espeak.wrapper import EspeakWrapper
+
+    EspeakWrapper.set_library(espeakng_loader.get_library_path())
+    data = espeakng_loader.get_data_path()
+    given = data_path_for_espeak(data)
+    if given == data and len(os.fsencode(data)) >= N_PATH_HOME:
+        from .errors import FailedPrecondition
+
+        raise FailedPrecondition(
+            f"espeak-ng's data path {data} is {len(os.fsencode(data))} bytes, over espeak-ng's limit of "
+            f"{N_PATH_HOME - 1}: install the backend folder at a shorter path"
+        )
+    EspeakWrapper.set_data_path(None if given != data else data)
+    if given != data:
+        os.environ["ESPEAK_DATA_PATH"] = given
+    return given
