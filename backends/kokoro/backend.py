@@ -122,9 +122,9 @@ class KokoroServicer(BaseServicer):
     def load(self, request, path):
         local = local_model_files(path) if path and os.path.exists(path) else None
         import torch
-        from kokoro import KModel
 
         from backends.common.device import select_device
+        from kokoro import KModel
 
         device = select_device(torch)
         if local:
