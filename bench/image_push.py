@@ -5,8 +5,8 @@
 Starts Debian's docker-registry (tests/tools/install-debian-tools.sh installs it), pushes
 dist/images/<first>/layout then dist/images/<second>/layout with the same client `pants
 publish` runs (pants-plugins/localai/oci/scripts/push.py), and prints the bytes each push uploaded and
-skipped: with the packed PEX each wheel of 1 MiB or more is a layer of its own, so the second
-push skips every wheel (torch first) the first image already brought.
+skipped: each installed distribution of 1 MiB or more is a layer of its own (its RECORD's files), so the second
+push skips every distribution of 1 MiB or more (torch first) the first image already brought: each is a layer of its own.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 python3 -c 'import json,sys; [print("%s==%s" % tuple(d.split("-")[:2])) for d in sorted(json.load(open(sys.argv[1]))["distributions"])]' \
-  "dist/backends/${backend}/cpu/backend.pex/PEX-INFO" > "$work/pins.txt"
+  "dist/pex/${backend}/cpu/backend.pex/PEX-INFO" > "$work/pins.txt"
 "${UV:-uv}" venv -q -p python3.11 "$work/venv"
 "${UV:-uv}" pip install -q --no-cache --no-deps -p "$work/venv/bin/python" \
   --find-links "$HOME/.cache/localai-build/wheelhouse/cpu" -r "$work/pins.txt"
