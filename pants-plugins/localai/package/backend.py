@@ -36,9 +36,7 @@ from pants.engine.fs import (
     AddPrefix,
     CreateDigest,
     Digest,
-    DigestContents,
     DigestEntries,
-    DigestSubset,
     MergeDigests,
     PathGlobs,
     RemovePrefix,
@@ -71,7 +69,7 @@ from localai.oci.image import BackendImage, BackendImageRequest, image_dir
 from localai.package.audit import ArtifactAudit, BuiltArtifact, built_artifact
 from localai.package.cross_downloads import CrossDownloads, CrossDownloadsRequest
 from localai.package.inputs import VariantInputs, VariantInputsRequest
-from localai.package.install import InstalledBackend, InstalledBackendRequest
+from localai.package.install import InstalledBackend, InstalledBackendRequest, start_py
 from localai.package.options import AuditSubsystem
 from localai.package.pex_assembly import SplitPexRequest
 from localai.package.portable_python import PortablePython, PortablePythonRequest
@@ -214,7 +212,6 @@ async def package_backend_variant(
         else await Get(PortablePython, PortablePythonRequest(python_version_of(variant.accelerator.python)))
     )
     installed = await Get(InstalledBackend, InstalledBackendRequest(pex.digest, sources.digest, sources.entry_point, ics))
-    start = await Get(DigestContents, DigestSubset(installed.digest, PathGlobs([START_PY])))
     wheelhouse = await Get(WheelhouseUrls, WheelhouseUrlsRequest())
     checkout = await Get(SourceCheckout, SourceCheckoutRequest())
     records = folder_records(
@@ -223,7 +220,7 @@ async def package_backend_variant(
         lockfile=lockfile,
         tree=installed.tree,
         pex_tree_sha256=pex.tree.sha256,
-        start_py=start[0].content,
+        start_py=start_py(sources.entry_point).encode(),
         pin_policy=layered.replacements,
         portable=portable,
         engine_components=sources.sbom_components,

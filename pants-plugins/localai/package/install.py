@@ -16,6 +16,7 @@ its own (dist/pex/); the folder is built from it, not resolved a second time.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
@@ -28,7 +29,7 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.model.artifact import DEPS, FileTree
 from localai.model.folder import ARTIFACT, SITE_PACKAGES, START_PY
-from localai.oci.scripts.layout import RECORD_SUFFIX
+from localai.oci.scripts.layout import is_distribution_record
 from localai.scripts import script_file
 
 SCRIPT = "install_wheel.py"  # package/scripts/, run as a process
@@ -135,11 +136,10 @@ async def install_backend(request: InstalledBackendRequest) -> InstalledBackend:
     dist_entries = await MultiGet(Get(DigestEntries, Digest, c.digest) for c in installed)
     deps = []
     for wheel, files in zip(wheels, dist_entries):
-        # Its own RECORD, at the top of site-packages (setuptools vendors others deeper down).
-        record = next((x.path for x in files if x.path.endswith(RECORD_SUFFIX) and x.path.count("/") == 2), "")
+        record = next((x.path for x in files if is_distribution_record(x.path)), "")
         deps.append((wheel, FileTree.of(files, SITE_PACKAGES).sha256, record))
     tree = FileTree.of(await Get(DigestEntries, Digest, digest), SITE_PACKAGES)
-    return InstalledBackend(digest, FileTree(tree.sha256, tree.size, tuple(deps)))
+    return InstalledBackend(digest, dataclasses.replace(tree, deps=tuple(deps)))
 
 
 def rules():

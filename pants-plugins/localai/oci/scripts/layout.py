@@ -162,9 +162,15 @@ def group_paths(
     return [("localai-build: " + label, group) for label, group in layers]
 
 
+def is_distribution_record(path: str) -> bool:
+    """A distribution's own RECORD, `<site-packages>/<name>.dist-info/RECORD` (RECORDS_GLOB), not
+    one that a distribution vendors deeper down."""
+    return path.endswith(RECORD_SUFFIX) and path.count("/") == 2
+
+
 def folder_records(folder: Path, files: list[str]) -> dict[str, str]:
-    """The RECORD files of the distributions installed in `folder` (RECORDS_GLOB), as record_owners reads them."""
-    return {f: (folder / f).read_text(encoding="utf-8") for f in files if f.endswith(RECORD_SUFFIX) and f.count("/") == 2}
+    """The RECORD files of the distributions installed in `folder`, as record_owners reads them."""
+    return {f: (folder / f).read_text(encoding="utf-8") for f in files if is_distribution_record(f)}
 
 
 def layer_groups(folder: Path, own_layer_bytes: int = OWN_LAYER_BYTES, own_layer_dirs: tuple[str, ...] = ()) -> list[tuple[str, list[str]]]:
