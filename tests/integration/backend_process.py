@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterable
@@ -72,6 +73,9 @@ class BackendProcess:
     """`run.sh --addr 127.0.0.1:<port>` with a stub connected to it; stops with SIGTERM.
 
     ``launcher``: a command that starts run.sh as its child (e.g. to play LocalAI's process).
+    The server gets a fresh, empty TMPDIR and HOME (unless ``env`` names its own): a folder writes
+    nothing outside itself, so leaving the ``with`` block without an error asserts they are still
+    empty (assert_wrote_nothing_outside), as a library's cache, telemetry or scratch file would not.
     """
 
     def __init__(
@@ -82,7 +86,9 @@ class BackendProcess:
         port = free_port()
         self.addr = f"127.0.0.1:{port}"
         self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"{backend}-{accelerator}-{port}.log"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+        self.outside = {name: tempfile.mkdtemp(prefix=f"{backend}-{name.lower()}-") for name in ("TMPDIR", "HOME")
+                        if name not in (env or {})}
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", **self.outside, **(env or {})}
         token = env.get("LOCALAI_GRPC_AUTH_TOKEN", "")
         # What every call must carry when the backend runs with LocalAI's bearer token.
         self.metadata = [("authorization", f"Bearer {token}")] if token else []
@@ -125,8 +131,14 @@ class BackendProcess:
         self.wait_healthy()
         return self
 
+    def assert_wrote_nothing_outside(self) -> None:
+        written = sorted(str(p) for path in self.outside.values() for p in Path(path).rglob("*"))
+        assert not written, f"{self.run_sh}: the backend wrote outside its folder: {written}"
+
     def __exit__(self, *exc) -> None:
         self.stop()
+        if exc[0] is None:
+            self.assert_wrote_nothing_outside()
 
 
 def pex_root() -> Path:

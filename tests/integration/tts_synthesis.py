@@ -106,18 +106,3 @@ def assert_folders_own_espeak(pid: int, folder: Path) -> None:
     assert set(mapped.values()) == {own}, f"espeak-ng libraries other than {folder / ESPEAK_LIBRARY} mapped: {mapped}"
     elsewhere = [p for p in mapped if not (p.startswith(f"{folder}/") or p.startswith(MEMFD))]
     assert not elsewhere, f"espeak-ng copies on a filesystem outside {folder}: {elsewhere}"
-
-
-def outside_dirs(root: Path) -> dict[str, str]:
-    """A fresh, empty TMPDIR and HOME under ``root``, as the server's environment."""
-    env = {name: str(root / name.lower()) for name in ("TMPDIR", "HOME")}
-    for path in env.values():
-        Path(path).mkdir()
-    return env
-
-
-def assert_wrote_nothing(outside: dict[str, str]) -> None:
-    """The server's TMPDIR and HOME (outside_dirs) are still empty: it wrote nothing outside its
-    folder there (what onnxruntime's telemetry and torch's compile cache would write)."""
-    written = sorted(str(p) for path in outside.values() for p in Path(path).rglob("*"))
-    assert not written, f"the backend wrote outside its folder: {written}"
