@@ -12,9 +12,17 @@ path is over 114 bytes (/site-packages/espeakng_loader/espeak-ng-data adds 45).
 So the data directory is opened once and handed to espeak-ng as ``/proc/self/fd/<n>`` through
 ``ESPEAK_DATA_PATH``, which espeak-ng reads when phonemizer passes no path (phonemizer would
 resolve a path it is given back to the long one). Elsewhere (macOS) the path is passed as it is.
+
+phonemizer also loads a private copy of the library for each EspeakBackend (espeak-ng keeps
+global state, and dlopen of a file already loaded returns the same handle), which it writes to a
+temporary directory: a write outside the folder, and a failed load where nothing is writable.
+On Linux the copy is an anonymous memory file instead (memfd_create), opened by dlopen through
+``/proc/self/fd/<n>``: each is a file of its own, and nothing reaches a filesystem.
 """
 
+import ctypes
 import os
+import weakref
 
 N_PATH_HOME = 160  # libespeak-ng/speech.h (Linux, macOS): the data path and its NUL
 PROC_FD = "/proc/self/fd"
@@ -32,12 +40,46 @@ def data_path_for_espeak(data: str) -> str:
     return f"{PROC_FD}/{_data_fd}"
 
 
+def load_private_copy(library: str) -> ctypes.CDLL:
+    """``library`` loaded from a copy in an anonymous memory file: a separate instance of it,
+    written nowhere."""
+    fd = os.memfd_create(os.path.basename(library))
+    try:
+        with open(library, "rb") as src, os.fdopen(os.dup(fd), "wb") as copy:
+            copy.write(src.read())
+        return ctypes.CDLL(f"{PROC_FD}/{fd}")
+    finally:
+        os.close(fd)  # the mapping keeps the file
+
+
+def _copies_in_memory() -> None:
+    """Make phonemizer's per-backend copy of libespeak-ng with load_private_copy (Linux)."""
+    from phonemizer.backend.espeak import api, wrapper
+
+    if not hasattr(os, "memfd_create") or not os.path.isdir(PROC_FD) or wrapper.EspeakAPI is not api.EspeakAPI:
+        return
+
+    class EspeakInMemory(api.EspeakAPI):
+        def __init__(self, library, data_path):
+            self._library, self._tempdir = None, None
+            path = self._shared_library_path(ctypes.cdll.LoadLibrary(str(library)))
+            self._library = load_private_copy(str(path))
+            weakref.finalize(self, self._library.espeak_Terminate)
+            # 0x02: AUDIO_OUTPUT_SYNCHRONOUS (speak_lib.h)
+            if self._library.espeak_Initialize(0x02, 0, None if data_path is None else os.fsencode(data_path), 0) <= 0:
+                raise RuntimeError(f"espeak-ng ({path}) failed to initialize")
+            self._library_path = path
+
+    wrapper.EspeakAPI = EspeakInMemory
+
+
 def use_bundled_espeak() -> str:
     """Point phonemizer at the folder's libespeak-ng and data; call after importing misaki (which
     sets its own at import) and before the first EspeakBackend. Returns the data path given."""
     import espeakng_loader
     from phonemizer.backend.espeak.wrapper import EspeakWrapper
 
+    _copies_in_memory()
     EspeakWrapper.set_library(espeakng_loader.get_library_path())
     data = espeakng_loader.get_data_path()
     given = data_path_for_espeak(data)

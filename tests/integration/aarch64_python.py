@@ -127,7 +127,7 @@ def served_beside_x86_64(
 def aarch64_engine_builds(backend: str, engine: str, library: str) -> dict[str, Path]:
     """{CPU level: its folder} of the engine builds `backend:cpu-arm64`'s packed PEX carries,
     checked to be what an arm64 folder may hold: a build record for linux_aarch64, no x86_64
-    wheel, only ARM levels (those PANTS_LOCALAI_NATIVE_CPU_LEVELS keeps; CI: the baseline) and
+    wheel, only ARM levels (those [localai-native].cpu_levels keeps: all four unless a run restricts them) and
     every `library` an aarch64 ELF."""
     record = json.loads(dist_path(backend, "cpu-arm64", "build-record.json").read_text())
     assert (record["platform"], record["resolve"]) == ("linux_aarch64", f"{backend}-cpu-arm64")

@@ -13,7 +13,7 @@ from tests.integration.backend_process import BackendProcess
 from tests.integration.rpc_checks import assert_healthy
 from tests.integration.tiny_models import KITTEN_SAMPLES_PER_ID, tiny_kitten_tts
 from tests.integration.tts_offline_cases import *  # noqa: F401,F403 (the shared test cases)
-from tests.integration.tts_synthesis import assert_folders_own_espeak, deep_folder, load, speak
+from tests.integration.tts_synthesis import assert_folders_own_espeak, assert_wrote_nothing, deep_folder, load, outside_dirs, speak
 
 RATE = 24_000
 SHORT = "Hi."
@@ -33,7 +33,9 @@ def deep(tmp_path_factory):
 @pytest.fixture(scope="module")
 def loaded(deep, tmp_path_factory):
     model = tiny_kitten_tts(tmp_path_factory.mktemp("tiny-kitten-tts"))
-    with BackendProcess("kitten-tts", run_sh=deep / "run.sh") as proc:
+    outside = outside_dirs(tmp_path_factory.mktemp("outside"))
+    with BackendProcess("kitten-tts", run_sh=deep / "run.sh", env=outside) as proc:
+        proc.outside = outside
         load(proc, model)
         yield proc
 
@@ -56,5 +58,7 @@ def test_the_voice_reaches_the_model_and_the_same_request_gives_the_same_audio(l
     assert other.frames == a.frames and other.data != a.data
 
 
-def test_phonemes_come_from_the_folders_own_espeak_at_a_deep_path(loaded, deep) -> None:
+def test_phonemes_come_from_the_folders_own_espeak_at_a_deep_path_and_nothing_is_written(loaded, deep, tmp_path) -> None:
+    speak(loaded, tmp_path / "o.wav", SHORT, RATE)
     assert_folders_own_espeak(loaded.proc.pid, deep)
+    assert_wrote_nothing(loaded.outside)

@@ -15,7 +15,7 @@ from tests.integration.rpc_checks import Code, assert_healthy, expect_code
 from tests.integration.tiny_models import KOKORO_VOICE, tiny_kokoro
 from tests.integration.tts_offline_cases import *  # noqa: F401,F403 (the shared test cases)
 from tests.integration.tts_offline_cases import tts
-from tests.integration.tts_synthesis import assert_folders_own_espeak, deep_folder, load, speak
+from tests.integration.tts_synthesis import assert_folders_own_espeak, assert_wrote_nothing, deep_folder, load, outside_dirs, speak
 
 RATE = 24_000
 # 'ˈola.': 5 phonemes + 2 pads, each 1..4 frames (max_dur 4), at most 28 frames; the long one
@@ -37,7 +37,9 @@ def deep(tmp_path_factory):
 @pytest.fixture(scope="module")
 def loaded(deep, tmp_path_factory):
     model = tiny_kokoro(tmp_path_factory.mktemp("tiny-kokoro"), dist_path("kokoro", "cpu").parent)
-    with BackendProcess("kokoro", run_sh=deep / "run.sh") as proc:
+    outside = outside_dirs(tmp_path_factory.mktemp("outside"))
+    with BackendProcess("kokoro", run_sh=deep / "run.sh", env=outside) as proc:
+        proc.outside = outside
         load(proc, model)
         yield proc
 
@@ -50,9 +52,10 @@ def test_tts_writes_a_24khz_wav_whose_length_grows_with_the_text(loaded, tmp_pat
     assert_healthy(loaded.stub)
 
 
-def test_phonemes_come_from_the_folders_own_espeak_at_a_deep_path(loaded, deep, tmp_path) -> None:
+def test_phonemes_come_from_the_folders_own_espeak_at_a_deep_path_and_nothing_is_written(loaded, deep, tmp_path) -> None:
     speak(loaded, tmp_path / "o.wav", SHORT, RATE, voice=KOKORO_VOICE)
     assert_folders_own_espeak(loaded.proc.pid, deep)
+    assert_wrote_nothing(loaded.outside)
 
 
 @pytest.mark.parametrize("fields", [dict(), dict(language="en", voice=KOKORO_VOICE)], ids=["default-voice", "en"])

@@ -17,6 +17,7 @@ from tests.integration.backend_process import dist_path
 N_PATH_HOME = 160  # espeak-ng's data path buffer (libespeak-ng/speech.h), NUL included
 ESPEAK_DATA = Path("site-packages/espeakng_loader/espeak-ng-data")
 ESPEAK_LIBRARY = Path("site-packages/espeakng_loader/libespeak-ng.so")
+MEMFD = "/memfd:"  # how /proc/<pid>/maps names a file made by memfd_create
 
 
 def deep_folder(backend: str, root: Path) -> Path:
@@ -97,8 +98,26 @@ def mapped_espeak(pid: int) -> dict[str, str]:
 
 
 def assert_folders_own_espeak(pid: int, folder: Path) -> None:
-    """The server phonemizes with the espeak-ng its folder carries, never the host's."""
+    """The server phonemizes with the espeak-ng its folder carries, never the host's, loaded from
+    the folder or from a copy in memory (phonemizer's copy of it, written nowhere)."""
     own = hashlib.sha256((folder / ESPEAK_LIBRARY).read_bytes()).hexdigest()
     mapped = mapped_espeak(pid)
     assert mapped, f"process {pid} has no libespeak-ng mapped"
     assert set(mapped.values()) == {own}, f"espeak-ng libraries other than {folder / ESPEAK_LIBRARY} mapped: {mapped}"
+    elsewhere = [p for p in mapped if not (p.startswith(f"{folder}/") or p.startswith(MEMFD))]
+    assert not elsewhere, f"espeak-ng copies on a filesystem outside {folder}: {elsewhere}"
+
+
+def outside_dirs(root: Path) -> dict[str, str]:
+    """A fresh, empty TMPDIR and HOME under ``root``, as the server's environment."""
+    env = {name: str(root / name.lower()) for name in ("TMPDIR", "HOME")}
+    for path in env.values():
+        Path(path).mkdir()
+    return env
+
+
+def assert_wrote_nothing(outside: dict[str, str]) -> None:
+    """The server's TMPDIR and HOME (outside_dirs) are still empty: it wrote nothing outside its
+    folder there (what onnxruntime's telemetry and torch's compile cache would write)."""
+    written = sorted(str(p) for path in outside.values() for p in Path(path).rglob("*"))
+    assert not written, f"the backend wrote outside its folder: {written}"

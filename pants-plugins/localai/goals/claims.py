@@ -21,6 +21,7 @@ class TestEntry:
     address: str
     description: str | None
     by_hand: bool = False
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ async def test_catalog() -> TestCatalog:
                 t.address.spec,
                 " ".join((t[DescriptionField].value or "").split()) or None,
                 BY_HAND_TAG in (t[Tags].value or ()),
+                tuple(t[Tags].value or ()),
             )
             for t in targets
             if t.alias == TESTS_ALIAS

@@ -32,6 +32,7 @@ from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
 from localai.goals.claims import BY_HAND_TAG, TestCatalog, render_catalog
+from localai.goals.level_claims import LevelSection
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
 from localai.model.variant import AllBackendVariants
@@ -342,9 +343,9 @@ async def compute_status(
                 StatusRow(backend, accel, matrix.accelerators[accel].platforms, False, True, False, False, False, (),
                           f"{path} is committed but backends/{backend}/BUILD declares no {accel} variant")
             )
-    pin_policy, catalog = await MultiGet(Get(PinPolicySection), Get(TestCatalog))
+    pin_policy, levels, catalog = await MultiGet(Get(PinPolicySection), Get(LevelSection), Get(TestCatalog))
     return StatusDoc(
-        render(rows) + pin_policy.markdown + "\n" + render_catalog(catalog),
+        render(rows) + pin_policy.markdown + levels.markdown + "\n" + render_catalog(catalog),
         catalog.undocumented,
         tuple(e.address for e in catalog.entries if e.by_hand and BY_HAND_REASON not in (e.description or "")),
     )

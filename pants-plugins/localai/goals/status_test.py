@@ -85,14 +85,14 @@ FAKE_BACKENDS = ("bark", "kokoro", "silero", "vad")
 FAKE_TESTS = '''
 python_tests(
     name="bark-by-hand",
-    tags=["by-hand", "localai-serves:backends/bark:cpu"],
+    tags=["by-hand", "localai-serves:backends/bark:cpu", "localai-runs-level:avx512"],
     sources=["test_bark.py"],
     runtime_package_dependencies=["backends/bark:cpu"],
     description="By hand because it is slow. Loads a model in bark:cpu.",
 )
 python_tests(
     name="kokoro",
-    tags=["localai-serves:backends/kokoro:cpu"],
+    tags=["localai-serves:backends/kokoro:cpu", "localai-runs-level:avx2"],
     sources=["test_kokoro.py"],
     runtime_package_dependencies=["backends/kokoro:cpu", "backends/silero:cpu"],
     description="Loads a model in kokoro:cpu; silero:cpu answers Health.",
@@ -104,6 +104,7 @@ def _status_runner(tests_build: str = FAKE_TESTS):
     runner = make_rule_runner(QueryRule(StatusDoc, []))
     files = {
         "backends/proto/backend.proto": PROTO,
+        "backends/common/cpu_levels.json": repo_file("backends/common/cpu_levels.json"),
         "tests/BUILD": tests_build,
         "tests/test_bark.py": "",
         "tests/test_kokoro.py": "",
@@ -138,16 +139,22 @@ def test_compute_status_counts_only_what_ci_serves() -> None:
     assert rows["silero"] == "| silero | cpu | linux_x86_64 | yes | yes | yes | no | yes | - | TTS |  |"
     assert rows["vad"] == "| vad | cpu | linux_x86_64 | yes | yes | yes | no | no | - | TTS |  |"
     assert doc.by_hand_without_reason == ()
+    # CPU levels: run by the CI test, by the by-hand one only, by none.
+    assert "| avx2 | x86_64 | `tests:kokoro` | - |" in doc.content.splitlines()
+    assert "| avx512 | x86_64 | no | `tests:bark-by-hand` |" in doc.content.splitlines()
+    assert "| arm64-sve | aarch64 | no | - |" in doc.content.splitlines()
     # The catalog shows the by-hand test's reason.
     assert "**By hand, not in CI**" in doc.content and "By hand because it is slow." in doc.content
 
 
 def test_compute_status_refuses_a_serves_tag_of_no_runtime_package_and_a_by_hand_test_without_reason() -> None:
-    wrong = FAKE_TESTS.replace('tags=["localai-serves:backends/kokoro:cpu"]', 'tags=["localai-serves:backends/vad:cpu"]')
+    wrong = FAKE_TESTS.replace('"localai-serves:backends/kokoro:cpu"', '"localai-serves:backends/vad:cpu"')
+    assert wrong != FAKE_TESTS
     with pytest.raises(ExecutionError) as err:
         _status_runner(wrong).request(StatusDoc, [])
     assert "tests:kokoro: tests/BUILD: the tag 'localai-serves:backends/vad:cpu' names backends/vad:cpu" in str(err.value)
     unexplained = FAKE_TESTS.replace("By hand because it is slow. ", "")
+    assert unexplained != FAKE_TESTS
     assert _status_runner(unexplained).request(StatusDoc, []).by_hand_without_reason == ("tests:bark-by-hand",)
 
 

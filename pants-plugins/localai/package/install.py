@@ -55,6 +55,18 @@ class InstalledBackend:
     tree: FileTree  # of site-packages/; its `deps`: (wheel, tree sha256 of its files, RECORD path)
 
 
+# What start.py sets, unless the environment already does, so that importing a library writes
+# nothing outside the folder (measured on the locked wheels, 2026-12-05):
+# - onnxruntime 1.32 (Linux): telemetry on import, a session file $TMPDIR/.ses and an event store
+#   ~/.cache/Microsoft/DeveloperTools/.onnxruntime/onnxruntime.db for its uploader to Microsoft's
+#   collector; ORT_DISABLE_TELEMETRY=1 turns all of it off.
+# - torch 2.13: `import torch._dynamo` (kokoro's import does) makedirs $TMPDIR/torchinductor_<user>,
+#   its compile cache, and fails where nothing is writable; the folder's site-packages, which
+#   exists, makes that a no-op (no backend compiles a model).
+# Values are start.py expressions.
+QUIET_ENVIRONMENT = {"ORT_DISABLE_TELEMETRY": "'1'", "TORCHINDUCTOR_CACHE_DIR": "SITE"}
+
+
 def start_py(entry_point: str) -> str:
     """start.py for a PEX entry point: `module:function` is called, a bare module run as __main__."""
     module, _, function = entry_point.partition(":")
@@ -71,7 +83,9 @@ def start_py(entry_point: str) -> str:
         "site.addsitedir(SITE)  # its .pth files as well\n"
         "# A Python the backend starts (sys.executable) sees the same distributions.\n"
         "os.environ['PYTHONPATH'] = SITE\n"
-        f"{run}"
+        "# Libraries that would write outside the folder on import (the build's QUIET_ENVIRONMENT).\n"
+        + "".join(f"os.environ.setdefault({name!r}, {value})\n" for name, value in QUIET_ENVIRONMENT.items())
+        + run
     )
 
 
