@@ -16,6 +16,7 @@ from backends.common.server import BaseServicer, run
 from backends.proto import backend_pb2
 
 DEFAULT_THRESHOLD = 0.5
+NO_OBJECT = "__background__"  # RF-DETR's name for its no-object class slot
 VARIANTS = ("RFDETRNano", "RFDETRSmall", "RFDETRBase", "RFDETRMedium", "RFDETRLarge")
 
 
@@ -30,12 +31,24 @@ def open_image_source(ref: str):
         raise NotFound(f"image not found (and not base64): {ref[:80]}") from None
 
 
-def to_detections(xyxy, confidence, class_id, names=None) -> list:
-    """RF-DETR's (supervision) corner boxes -> LocalAI's centre/size ``Detection`` messages."""
+def to_detections(xyxy, confidence, class_id, names=None, row_names=None) -> list:
+    """RF-DETR's (supervision) corner boxes -> LocalAI's centre/size ``Detection`` messages.
+
+    ``row_names``: the class name of each row as RF-DETR's predict() names it
+    (``detections.data["class_name"]``: the checkpoint's class names, COCO's by category id for
+    the pretrained models); a row it names ``__background__`` is RF-DETR's no-object slot, not a
+    detection, and is dropped. Rows it leaves unnamed fall back to ``names`` (a dict or list by
+    class id), else the class id."""
     out = []
-    for box, conf, cls in zip(xyxy, confidence, class_id):
+    if row_names is None:
+        row_names = [""] * len(class_id)
+    for box, conf, cls, row_name in zip(xyxy, confidence, class_id, row_names):
         x1, y1, x2, y2 = (float(v) for v in box)
-        if isinstance(names, dict):
+        if row_name == NO_OBJECT:
+            continue
+        if row_name:
+            name = str(row_name)
+        elif isinstance(names, dict):
             name = names.get(int(cls), str(int(cls)))
         elif names is not None and 0 <= int(cls) < len(names):
             name = str(names[int(cls)])
@@ -53,6 +66,8 @@ def to_detections(xyxy, confidence, class_id, names=None) -> list:
 class RFDETRServicer(BaseServicer):
     allow_empty_model = True
     model_expects = "RF-DETR weights (a .pth checkpoint written by torch.save)"
+    # Class names by class id, for a model whose predict() names no class (RF-DETR's does).
+    names = None
 
     def resolve_path(self, request):
         if not request.Model or request.Model in VARIANTS:
@@ -68,14 +83,7 @@ class RFDETRServicer(BaseServicer):
             raise InvalidArgument(f"unknown RF-DETR variant {variant!r}: one of {', '.join(VARIANTS)}")
         if path:
             check_model(path, self.model_expects, file_formats=("zip", "pickle"))
-        model = cls(pretrain_weights=path) if path else cls()
-        try:
-            from rfdetr.util.coco_classes import COCO_CLASSES
-
-            self.names = COCO_CLASSES
-        except Exception:
-            self.names = None
-        return model
+        return cls(pretrain_weights=path) if path else cls()
 
     def Detect(self, request, context):
         threshold = request.threshold if request.threshold > 0 else DEFAULT_THRESHOLD
@@ -90,8 +98,9 @@ class RFDETRServicer(BaseServicer):
         except (UnidentifiedImageError, OSError) as exc:
             raise InvalidArgument(f"src is not a readable image: {exc}") from None
         det = model.predict(image, threshold=threshold)
+        data = getattr(det, "data", None) or {}
         return backend_pb2.DetectResponse(
-            Detections=to_detections(det.xyxy, det.confidence, det.class_id, self.names)
+            Detections=to_detections(det.xyxy, det.confidence, det.class_id, self.names, data.get("class_name"))
         )
 
 

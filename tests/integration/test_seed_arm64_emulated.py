@@ -2,9 +2,8 @@
 served by an aarch64 CPython 3.11 under qemu-aarch64-static through their run.sh.
 
 Each server is healthy and its library imports on aarch64 inside the artifact (torchvision's
-aarch64 extension library loads and runs an op). No model is loaded here: rfdetr has none that
-can be made offline (RF-DETR's classes fetch DINOv2 weights); bark's tiny random model is served
-by test_bark_arm64_emulated.py. chatterbox:cpu-arm64 is refused (its BUILD says why). Emulated
+aarch64 extension library loads and runs an op). No model is loaded here: bark's tiny random
+model is served by test_bark_arm64_emulated.py, rfdetr's by test_rfdetr_arm64_emulated.py. chatterbox:cpu-arm64 is refused (its BUILD says why). Emulated
 timings are emulation's, never arm64's."""
 from __future__ import annotations
 

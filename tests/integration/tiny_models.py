@@ -388,3 +388,24 @@ def tiny_kokoro(out: Path, folder: Path) -> Path:
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited with {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return out
+
+
+RFDETR_CLASSES = ("cat", "dog", "bird")
+
+
+def tiny_rfdetr(out: Path, folder: Path, env: dict[str, str] | None = None) -> Path:
+    """weights.pt of a random-weight RF-DETR Nano declaring RFDETR_CLASSES, written by
+    RF-DETR's own export_for_roboflow in tiny_rfdetr_build.py, run with the rfdetr backend
+    folder's own interpreter and libraries (``env``: where run.sh's python3.11 is found, e.g.
+    the aarch64 one under qemu). Returns the weights file."""
+    import os
+    import subprocess
+
+    from tests.integration.backend_process import folder_python
+
+    script = Path(__file__).with_name("tiny_rfdetr_build.py")
+    argv = [*folder_python(folder), str(script), str(folder / "site-packages"), str(out), *RFDETR_CLASSES]
+    result = subprocess.run(argv, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=1800)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited with {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return out / "weights.pt"

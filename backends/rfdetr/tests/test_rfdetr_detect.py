@@ -15,12 +15,15 @@ backend = load_backend_module(__file__)
 
 
 class FakeRFDETR:
-    def __init__(self):
+    def __init__(self, data=None):
         self.calls = []
+        self.data = data or {}  # RF-DETR's predict() puts each row's class name in data["class_name"]
 
     def predict(self, image, threshold):
         self.calls.append((image.size, image.mode, threshold))
-        return types.SimpleNamespace(xyxy=[[10, 20, 50, 80], [0, 0, 4, 2]], confidence=[0.9, 0.6], class_id=[1, 7])
+        return types.SimpleNamespace(
+            xyxy=[[10, 20, 50, 80], [0, 0, 4, 2]], confidence=[0.9, 0.6], class_id=[1, 7], data=self.data
+        )
 
 
 def png_b64(size=(64, 48)) -> str:
@@ -77,3 +80,17 @@ def test_unnamed_classes_fall_back_to_the_class_id(servicer):
     servicer.names = None
     reply = servicer.Detect(backend_pb2.DetectOptions(src=png_b64()), FakeContext())
     assert [d.class_name for d in reply.Detections] == ["1", "7"]
+
+
+def test_rfdetr_s_own_class_names_win_and_its_no_object_slot_is_dropped(servicer):
+    # rfdetr >= 1.9 names each row itself (the checkpoint's class names, COCO's by category id)
+    # and calls its no-object slot "__background__": not a detection.
+    servicer.model = FakeRFDETR(data={"class_name": ["cat", "__background__"]})
+    reply = servicer.Detect(backend_pb2.DetectOptions(src=png_b64(), threshold=0.25), FakeContext())
+    assert [(d.x, d.y, d.class_name) for d in reply.Detections] == [(30, 50, "cat")]
+
+
+def test_rows_rfdetr_leaves_unnamed_fall_back_to_names(servicer):
+    servicer.model = FakeRFDETR(data={"class_name": ["", "bird"]})
+    reply = servicer.Detect(backend_pb2.DetectOptions(src=png_b64()), FakeContext())
+    assert [d.class_name for d in reply.Detections] == ["person", "bird"]
