@@ -12,17 +12,22 @@ from pathlib import Path
 # What a repository needs to run ./pants with the localai plugin (declared as `files` in BUILD).
 # backends/common/cpu_levels.json: the CPU level table the native plugin reads when it loads.
 BUILD_SETUP = ("pants", "pants.toml", "pants-plugins", "3rdparty", "backends/common/cpu_levels.json")
-# The smallest backend and an engine, with what packaging them reads (and pants.ci.toml), for
-# the tests that build in a temporary repository.
+# Backends and an engine, with what packaging them reads (and pants.ci.toml), for the tests that
+# build in a temporary repository.
+
+
+def backend_sources(name: str) -> tuple[str, ...]:
+    return ("backends/BUILD", "backends/common", "backends/proto", f"backends/{name}", f"lockfiles/{name}-cpu.lock",
+            "pants.ci.toml")
+
+
+# A torch backend with a VAD answer (LocalAI's installer test).
 SILERO_VAD = "backends/silero-vad:cpu"
-SILERO_VAD_SOURCES = (
-    "backends/BUILD",
-    "backends/common",
-    "backends/proto",
-    "backends/silero-vad",
-    "lockfiles/silero-vad-cpu.lock",
-    "pants.ci.toml",
-)
+SILERO_VAD_SOURCES = backend_sources("silero-vad")
+# The lightest Python backend (238 MB installed, no torch: onnxruntime, numpy, espeak-ng), for the
+# tests that build cold more than once (reproducible, remote-build).
+KITTEN_TTS = "backends/kitten-tts:cpu"
+KITTEN_TTS_SOURCES = backend_sources("kitten-tts")
 MINILM_ENGINE_SOURCES = ("engines/minilm", "3rdparty/native/BUILD", "lockfiles/native-toolchain.lock")
 
 

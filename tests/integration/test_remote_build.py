@@ -35,12 +35,12 @@ from pathlib import Path
 from tests.integration.backend_process import tree_sha256
 from tests.integration.buildgrid import BuildGridServer
 from tests.integration.remote_execution import Cluster
-from tests.integration.temp_repo import MINILM_ENGINE_SOURCES, SILERO_VAD, SILERO_VAD_SOURCES, make_temp_repo, run_pants
+from tests.integration.temp_repo import KITTEN_TTS, KITTEN_TTS_SOURCES, MINILM_ENGINE_SOURCES, make_temp_repo, run_pants
 
-TARGETS = (SILERO_VAD, "engines/minilm:avx2")
-SOURCES = (*SILERO_VAD_SOURCES, *MINILM_ENGINE_SOURCES, "pants.remote.toml")
-FOLDER_FILES = ("site-packages/torch/__init__.py", "start.py", "run.sh", "build-record.json", "sbom.cdx.json", "provenance.intoto.json")
-OUTPUTS = ("dist/backends/silero-vad/cpu", "dist/images/silero-vad/cpu", "dist/pex/silero-vad/cpu", "dist/engines/minilm/avx2")
+TARGETS = (KITTEN_TTS, "engines/minilm:avx2")
+SOURCES = (*KITTEN_TTS_SOURCES, *MINILM_ENGINE_SOURCES, "pants.remote.toml")
+FOLDER_FILES = ("site-packages/onnxruntime/__init__.py", "start.py", "run.sh", "build-record.json", "sbom.cdx.json", "provenance.intoto.json")
+OUTPUTS = ("dist/backends/kitten-tts/cpu", "dist/images/kitten-tts/cpu", "dist/pex/kitten-tts/cpu", "dist/engines/minilm/avx2")
 # pants.ci.toml's 3 s lookup timeout turns a slow answer into a local rebuild, by design; on a
 # loaded 2-core runner BuildGrid can take longer to check a packed PEX's many blobs, and this test
 # is about every process being served, not about the timeout policy.
@@ -126,10 +126,10 @@ def test_remote_cache_and_remote_execution(tmp_path) -> None:
     finally:
         cache_server.stop()
 
-    clone4 = make_temp_repo(tmp_path / "clone-4", SILERO_VAD_SOURCES)
-    out4, _, down = package(clone4, tmp_path / "store-4", cache_env(cache_server.address), SILERO_VAD)
+    clone4 = make_temp_repo(tmp_path / "clone-4", KITTEN_TTS_SOURCES)
+    out4, _, down = package(clone4, tmp_path / "store-4", cache_env(cache_server.address), KITTEN_TTS)
     assert "remote" in out4.lower() and ("WARN" in out4 or "unavailable" in out4.lower()), out4[-3000:]
-    for folder in ("dist/backends/silero-vad/cpu/site-packages", "dist/pex/silero-vad/cpu/backend.pex"):
+    for folder in ("dist/backends/kitten-tts/cpu/site-packages", "dist/pex/kitten-tts/cpu/backend.pex"):
         assert tree_sha256(clone4 / folder) == tree_sha256(clone1 / folder)
     print(f"REMOTE-CACHE server-down={down:.1f}s (cold with a live server: {cold:.1f}s)")
 

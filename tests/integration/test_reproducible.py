@@ -1,4 +1,4 @@
-"""Reproducibility and hermeticity: two clean builds, in different directories, by different
+"""Reproducibility and hermeticity: two clean builds of kitten-tts:cpu, in different directories, by different
 HOMEs and umasks, one of them with a poisoned pip configuration, give byte-identical artifacts
 (the backend folder, its SBOM and provenance, and its OCI image: same manifest digest, same
 tarball); then a warm rebuild with no reachable package index still succeeds. Both builds carry a
@@ -13,12 +13,12 @@ from pathlib import Path
 
 from tests.integration.portable_python_standin import debian_cpython_archive
 from tests.integration.sbom_checks import check_sbom
-from tests.integration.temp_repo import SILERO_VAD, SILERO_VAD_SOURCES, make_temp_repo, run_pants
+from tests.integration.temp_repo import KITTEN_TTS, KITTEN_TTS_SOURCES, make_temp_repo, run_pants
 
-OUT = "dist/backends/silero-vad/cpu"
-IMAGE = "dist/images/silero-vad/cpu"
-PEX = "dist/pex/silero-vad/cpu/backend.pex"
-FOLDER_FILES = ("site-packages/torch/__init__.py", "site-packages/torch/__pycache__/__init__.cpython-311.pyc", "start.py", "run.sh",
+OUT = "dist/backends/kitten-tts/cpu"
+IMAGE = "dist/images/kitten-tts/cpu"
+PEX = "dist/pex/kitten-tts/cpu/backend.pex"
+FOLDER_FILES = ("site-packages/onnxruntime/__init__.py", "site-packages/onnxruntime/__pycache__/__init__.cpython-311.pyc", "start.py", "run.sh",
                 "build-record.json", "sbom.cdx.json", "provenance.intoto.json")
 PORTABLE = "--localai-portable-python-archive=//portable-python:cpython"
 
@@ -62,7 +62,7 @@ def build(repo: Path, cache: Path, env: dict[str, str], umask: int, *extra: str)
             "--localai-oci-tarball",  # image.oci.tar too: compared below
             *extra,
             "package",
-            SILERO_VAD,
+            KITTEN_TTS,
             env=env,
             timeout=1800,
         )
@@ -71,8 +71,8 @@ def build(repo: Path, cache: Path, env: dict[str, str], umask: int, *extra: str)
 
 
 def test_two_clean_builds_are_identical_and_ignore_host_pip_config(tmp_path: Path) -> None:
-    a = make_temp_repo(tmp_path / "a", SILERO_VAD_SOURCES)
-    b = make_temp_repo(tmp_path / "some/other/place/b", SILERO_VAD_SOURCES)
+    a = make_temp_repo(tmp_path / "a", KITTEN_TTS_SOURCES)
+    b = make_temp_repo(tmp_path / "some/other/place/b", KITTEN_TTS_SOURCES)
     archive = debian_cpython_archive(tmp_path / "standin")
     add_archive(a, archive)
     add_archive(b, archive)
