@@ -186,6 +186,20 @@ class ExemptField(DictStringToStringField):
     )
 
 
+class ExcludeField(StringSequenceField):
+    alias = "exclude"
+    help = help_text(
+        """
+        Projects the lockfile holds that this variant's artifact leaves out, with everything only
+        they need (pex's `--exclude`, which pex 2.1.137 lacks): the PEX is built from the lock's
+        closure of the variant's requirements on its platform, stopped at these projects,
+        intransitively. The audit (`pants lint`) checks the artifact as built, by name and by
+        the libraries its ELF files NEED, and names each excluded project; a requirement that
+        imports one fails at run time, which the variant's integration test must show it does not.
+        """
+    )
+
+
 class LocalAIBackendVariantTarget(Target):
     alias = "localai_backend_variant"
     core_fields = (
@@ -200,6 +214,7 @@ class LocalAIBackendVariantTarget(Target):
         ExtraIndexesField,
         PrelockField,
         ExemptField,
+        ExcludeField,
     )
     help = help_text(
         """

@@ -84,6 +84,11 @@ async def audit_variant(request: AuditRequest.Batch, audit: AuditSubsystem) -> L
         broken = bv.unsatisfied_locked()
         lines += [f"{field_set.address}: {variant.lockfile} cannot install: {line}" for line in broken]
         failed |= bool(bad) or bool(wrong) or bool(broken)
+        if bv.exclude:
+            lines.append(
+                f"{field_set.address}: {variant.lockfile} also locks {', '.join(bv.exclude)}, left out of the artifact "
+                f"with what only they need (BUILD `exclude`); the artifact is audited as built"
+            )
         for name, why in bv.exempt.items():
             lines.append(
                 f"{field_set.address}: {name}, which the {variant.accelerator.name} accelerator forbids, is exempt "
