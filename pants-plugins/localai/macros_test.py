@@ -39,6 +39,9 @@ WRONG = [
     ('engines=["engines/minilm:avx2"], arm64=["cpu"]', "arm64=[...] with engines=[...] needs arm64_engines=[...]"),
     ('prelock="cpu"', "prelock='cpu': expected a list of accelerator names"),
     ('prelock=["rocm"]', "prelock=[...] names 'rocm', which is not in accelerators=['cpu']"),
+    ('exclude={"cpu": "triton"}', "exclude={'cpu': 'triton'}: expected a dict {variant: [project, ...]}"),
+    ('exclude={"rocm": ["triton"]}', "'rocm' is given a budget or a note but is not a variant"),
+    ('host_libs={"cpu": ["libnuma.so.1"]}', "host_libs={'cpu': ['libnuma.so.1']}: expected a dict {variant: {soname: why}}"),
 ]
 
 

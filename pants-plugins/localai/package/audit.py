@@ -183,12 +183,15 @@ def optional_fallback(f: ElfFile) -> str | None:
     return why if any(fnmatch.fnmatchcase(f.file, g) for g in globs) else None
 
 
-def host_library_lines(accelerator: Accelerator, files: tuple[ElfFile, ...], optional: bool = False) -> tuple[str, ...]:
+def host_library_lines(
+    accelerator: Accelerator, files: tuple[ElfFile, ...], optional: bool = False, declared: tuple[str, ...] = ()
+) -> tuple[str, ...]:
     """One line per ELF file that NEEDs a library the artifact does not ship and a manylinux host
     need not have (chatterbox:cpu-arm64's torchaudio 2.6.0 NEEDs libgomp.so.1, which torch's
     aarch64 wheel does not bundle): it loads only where the host happens to have it. GPU
     runtimes are gpu_link_lines' business; the accelerator's system_libs are the driver's.
-    ``optional``: the lines of OPTIONAL_ELF_FILES instead, which their package can do without."""
+    ``optional``: the lines of OPTIONAL_ELF_FILES instead, which their package can do without.
+    ``declared``: the variant's BUILD `host_libs`, which it requires of its host (declared_host_lines)."""
     shipped = {f.file.rsplit("/", 1)[-1] for f in files}
     lines = []
     for f in files:
@@ -202,6 +205,7 @@ def host_library_lines(accelerator: Accelerator, files: tuple[ElfFile, ...], opt
             and lib not in MANYLINUX_SYSTEM_LIBS
             and not is_gpu_runtime(lib)
             and not any(fnmatch.fnmatchcase(lib, pat) for pat in accelerator.system_libs)
+            and lib not in declared
         )
         if missing:
             where = f"wheel {f.dist}" if f.dist else "the backend's own files"
@@ -216,6 +220,19 @@ def host_library_lines(accelerator: Accelerator, files: tuple[ElfFile, ...], opt
     return tuple(lines)
 
 
+def declared_host_lines(declared: tuple[tuple[str, str], ...], files: tuple[ElfFile, ...]) -> tuple[str, ...]:
+    """One line per BUILD `host_libs` library and the files that NEED it, with the reason; a
+    declared library nothing NEEDs is named too, so a stale declaration shows."""
+    lines = []
+    for lib, why in declared:
+        users = sorted({f"{f.dist or 'the backend'}: {f.file}" for f in files if lib in f.needed})
+        lines.append(
+            f"{lib} is required of the host (BUILD `host_libs`: {why}); NEEDed by "
+            + (", ".join(users) if users else "no ELF file: drop it from host_libs")
+        )
+    return tuple(lines)
+
+
 @dataclass(frozen=True)
 class ArtifactAudit:
     forbidden: tuple[str, ...]
@@ -226,6 +243,7 @@ class ArtifactAudit:
     wrong_machine: tuple[str, ...] = ()
     host_libs: tuple[str, ...] = ()
     optional_host_libs: tuple[str, ...] = ()  # of OPTIONAL_ELF_FILES: reported, not failed
+    declared_host_libs: tuple[str, ...] = ()  # of BUILD `host_libs`: reported, not failed
 
 
 def judge_size(pex_path: str, size_bytes: int, budget_mb: int) -> tuple[str, bool]:
@@ -245,6 +263,7 @@ class BuiltArtifact:
     platform: str = "x86_64"  # the machine it runs on (platform.machine() spelling): every ELF's e_machine
     exempt: tuple[str, ...] = ()  # forbidden projects its variant may hold (BackendVariant.exempt)
     shown_as: str = ""  # its path in messages (dist/...), when ``pex_path`` is relative to a digest of its own
+    host_libs: tuple[tuple[str, str], ...] = ()  # (soname, why): BackendVariant.host_libs
 
 
 @rule(desc="Audit a built backend artifact", level=LogLevel.DEBUG)
@@ -271,8 +290,9 @@ async def audit_built_artifact(artifact: BuiltArtifact) -> ArtifactAudit:
         gpu_links=gpu_link_lines(accel, scan.files) + exempt_runtime_lines(artifact.exempt, scan.files),
         elf_files=len(scan.files),
         wrong_machine=wrong_machine_lines(artifact.platform, scan.files),
-        host_libs=host_library_lines(accel, scan.files),
+        host_libs=host_library_lines(accel, scan.files, declared=tuple(lib for lib, _ in artifact.host_libs)),
         optional_host_libs=host_library_lines(accel, scan.files, optional=True),
+        declared_host_libs=declared_host_lines(artifact.host_libs, scan.files),
     )
 
 
@@ -288,7 +308,8 @@ def built_artifact(bv: BackendVariant, digest: Digest) -> BuiltArtifact:
     """The audit request of ``bv``'s PEX (backend.pex/ at ``digest``'s root): packaging's and lint's."""
     v = bv.variant
     return BuiltArtifact(
-        digest, ARTIFACT, v.accelerator, bv.size_budget_mb, v.platform.machine, tuple(bv.exempt), f"{v.folder}/{ARTIFACT}"
+        digest, ARTIFACT, v.accelerator, bv.size_budget_mb, v.platform.machine, tuple(bv.exempt), f"{v.folder}/{ARTIFACT}",
+        tuple(bv.host_libs.items()),
     )
 
 

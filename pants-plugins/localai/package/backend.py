@@ -86,6 +86,7 @@ class BackendPexRequest:
     requirements: tuple[str, ...]
     sources: BackendSources
     interpreter_constraints: InterpreterConstraints
+    intransitive: bool = False  # `requirements` are the whole closure (BUILD `exclude`)
 
 
 class CompletePlatformMissingError(LocalAIError):
@@ -114,6 +115,9 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
         await Get(CrossDownloads, CrossDownloadsRequest(variant, request.requirements, complete_platforms))
         # Its shebang cannot name a build-machine interpreter: the target's python3.11 from PATH.
         cross_args = ("--python-shebang", "/usr/bin/env python3.11")
+    # BUILD `exclude`: the pinned closure as it is; the PEX's own boot-time resolve would look
+    # for the excluded projects its distributions declare, so it is told not to fail on them.
+    exclude_args = ("--intransitive", "--ignore-errors") if request.intransitive else ()
     # Built as pex's one-shot build would be, in two steps: the requirements PEX (cached by the
     # lock, untouched by a source edit), then the sources and the files naming them (pex_assembly.py).
     pex = await Get(
@@ -134,7 +138,7 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
             # holds files (hard links), not symlinks into each wheel's own directory, as a pip-installed
             # venv does: an extension's $ORIGIN RUNPATH then finds the libraries another wheel put
             # beside it (mlx's core.so loads mlx/lib/libmlx.so, which mlx-cpu installs).
-            additional_args=("--venv", "--venv-site-packages-copies", *cross_args),
+            additional_args=("--venv", "--venv-site-packages-copies", *cross_args, *exclude_args),
             description=f"Build {path}",
         )),
     )
@@ -187,7 +191,10 @@ def check_audit(address, audit: ArtifactAudit, build_file: str) -> str | None:
 @rule(desc="Build a backend variant's PEX", level=LogLevel.DEBUG)
 async def variant_pex(request: VariantPexRequest) -> BackendPex:
     inputs = await Get(VariantInputs, VariantInputsRequest(request.address))
-    return await Get(BackendPex, BackendPexRequest(inputs.variant, inputs.requirements, inputs.sources, inputs.interpreter_constraints))
+    return await Get(
+        BackendPex,
+        BackendPexRequest(inputs.variant, inputs.requirements, inputs.sources, inputs.interpreter_constraints, inputs.intransitive),
+    )
 
 
 @rule(desc="Package a LocalAI backend variant", level=LogLevel.INFO)

@@ -89,8 +89,8 @@ def with_requirement(lock: str, project: str, requirement: str) -> str:
 
 # tiny packages; nolock has no lockfile; notools does not pin grpcio-tools; cudalock's lockfile
 # holds a package the cpu accelerator forbids; brokenlock's cannot install (grpcio wants a newer
-# typing-extensions than it holds).
-BACKENDS = ("tiny", "nolock", "notools", "cudalock", "brokenlock")
+# typing-extensions than it holds); excluding leaves the locked typing-extensions (grpcio's) out.
+BACKENDS = ("tiny", "nolock", "notools", "cudalock", "brokenlock", "excluding")
 FILES = {
     **SHARED_RUNTIME,
     "3rdparty/accelerators.toml": repo_file("3rdparty/accelerators.toml"),
@@ -102,6 +102,8 @@ FILES = {
     **backend("notools", requirements=PINS),
     **backend("cudalock", lockfile=with_forbidden(LOCK, "cuda-bindings")),
     **backend("brokenlock", lockfile=with_requirement(LOCK, "grpcio", "typing-extensions>=99")),
+    **backend("excluding"),
+    "backends/excluding/BUILD": 'localai_backend(accelerators=["cpu"], exclude={"cpu": ["typing-extensions"]})\n',
 }
 
 
@@ -243,3 +245,19 @@ def test_a_lock_that_cannot_install_is_not_packaged_and_the_requirement_is_named
     assert "backends/brokenlock:cpu: lockfiles/brokenlock-cpu.lock cannot install what it was locked for on linux_x86_64" in msg
     assert "grpcio 1.85.3 requires typing-extensions>=99, the lock holds typing-extensions " in msg
     assert "then `./pants localai-lock --resolve=brokenlock-cpu` (it writes the lock only if it can install)" in msg
+
+
+def test_an_excluded_project_is_locked_but_not_in_the_pex_nor_the_folder(rule_runner) -> None:
+    """BUILD `exclude` (pex 2.1.137 has no --exclude): the lock's pinned closure without the
+    excluded project, resolved intransitively; the PEX is told not to fail on it at boot."""
+    result = package(rule_runner, "excluding")
+    paths = {e.path for e in rule_runner.request(DigestEntries, [result.digest]) if isinstance(e, FileEntry)}
+    deps = {p.split("/.deps/", 1)[1].split("/", 1)[0] for p in paths if "/.deps/" in p}
+    assert any(d.startswith("grpcio-1.85.3-") for d in deps) and any(d.startswith("protobuf-7.36.2-") for d in deps)
+    assert not [d for d in deps if d.lower().startswith("typing_extensions")], deps
+    assert not [p for p in paths if "/site-packages/typing_extensions" in p]
+    (info,) = [p for p in paths if p.endswith("backend.pex/PEX-INFO")]
+    rule_runner.write_digest(result.digest, path_prefix="dist-excluding")
+    pex_info = json.loads(Path(rule_runner.build_root, "dist-excluding", info).read_text())
+    assert pex_info["ignore_errors"] is True
+    assert "grpcio==1.85.3" in pex_info["requirements"] and not any("typing" in r for r in pex_info["requirements"])

@@ -77,6 +77,8 @@ class VariantInputs:
     requirements: tuple[str, ...]  # what the PEX carries (runtime_requirements)
     interpreter_constraints: InterpreterConstraints
     sources: BackendSources
+    # with BUILD `exclude`: `requirements` pin the whole closure, which pex takes as it is
+    intransitive: bool = False
 
     @property
     def variant(self) -> Variant:
@@ -91,9 +93,14 @@ async def variant_inputs(request: VariantInputsRequest) -> VariantInputs:
     layered = await Get(LayeredRequirements, RequirementsOfVariant(request.address, variant))
     check_extra_indexes(variant, layered)
     requirements = runtime_requirements(variant, layered, backend_variant.layout)
+    intransitive = bool(backend_variant.exclude)
+    if intransitive:
+        # pex 2.1.137 has no --exclude: the closure on the variant's platform, stopped at the
+        # excluded projects, pinned, resolved from the lock without following dependencies.
+        requirements = backend_variant.excluding_pins(requirements)
     ics = InterpreterConstraints([variant.accelerator.python])
     sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
-    return VariantInputs(backend_variant, lockfile, layered, requirements, ics, sources)
+    return VariantInputs(backend_variant, lockfile, layered, requirements, ics, sources, intransitive)
 
 
 def rules():
