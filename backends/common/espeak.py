@@ -40,16 +40,24 @@ def data_path_for_espeak(data: str) -> str:
     return f"{PROC_FD}/{_data_fd}"
 
 
-def load_private_copy(library: str) -> ctypes.CDLL:
+def load_private_copy(library: str) -> tuple[ctypes.CDLL, int]:
     """``library`` loaded from a copy in an anonymous memory file: a separate instance of it,
-    written nowhere."""
+    written nowhere. Returns it and the file's descriptor, to close once the copy is unloaded:
+    dlopen knows a loaded object by the path it was given, so a second copy must not reuse the
+    first one's /proc/self/fd/<n> while that one is loaded."""
     fd = os.memfd_create(os.path.basename(library))
     try:
         with open(library, "rb") as src, os.fdopen(os.dup(fd), "wb") as copy:
             copy.write(src.read())
-        return ctypes.CDLL(f"{PROC_FD}/{fd}")
-    finally:
-        os.close(fd)  # the mapping keeps the file
+        return ctypes.CDLL(f"{PROC_FD}/{fd}"), fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _unload(library: ctypes.CDLL, fd: int) -> None:
+    library.espeak_Terminate()
+    os.close(fd)
 
 
 def _copies_in_memory() -> None:
@@ -63,8 +71,8 @@ def _copies_in_memory() -> None:
         def __init__(self, library, data_path):
             self._library, self._tempdir = None, None
             path = self._shared_library_path(ctypes.cdll.LoadLibrary(str(library)))
-            self._library = load_private_copy(str(path))
-            weakref.finalize(self, self._library.espeak_Terminate)
+            self._library, fd = load_private_copy(str(path))
+            weakref.finalize(self, _unload, self._library, fd)
             # 0x02: AUDIO_OUTPUT_SYNCHRONOUS (speak_lib.h)
             if self._library.espeak_Initialize(0x02, 0, None if data_path is None else os.fsencode(data_path), 0) <= 0:
                 raise RuntimeError(f"espeak-ng ({path}) failed to initialize")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import warnings
 from collections import deque
 
+from localai.errors import LocalAIError
 from localai.model.lockfile import LockedRequirement, Lockfile
 
 # packaging 21.3 (Pants') uses pyparsing 3's deprecated names: a warning per grammar line in
@@ -97,7 +98,7 @@ def unsatisfied(lockfile: Lockfile, machine: str, python: str) -> tuple[str, ...
     return tuple(lines)
 
 
-class ExcludedRootError(ValueError):
+class ExcludedRootError(LocalAIError):
     pass
 
 
