@@ -62,7 +62,7 @@ class InstalledBackend:
 #   collector; ORT_DISABLE_TELEMETRY=1 turns all of it off.
 # - torch 2.13: `import torch._dynamo` (kokoro's import does) makedirs $TMPDIR/torchinductor_<user>,
 #   its compile cache, and fails where nothing is writable; the folder's site-packages, which
-#   exists, makes that a no-op (no backend compiles a model).
+#   exists, makes that a no-op. A backend that does compile (vLLM's CPU path may) caches there.
 # Values are start.py expressions.
 QUIET_ENVIRONMENT = {"ORT_DISABLE_TELEMETRY": "'1'", "TORCHINDUCTOR_CACHE_DIR": "SITE"}
 
