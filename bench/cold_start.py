@@ -16,7 +16,7 @@ distributions in every mode:
                  run: the PEX unpacks every wheel into PEX_ROOT before the server starts.
   pex-warm       the PEX with PEX_ROOT already populated (every later start).
   venv           a plain venv extracted from the same PEX once (`pex-tools backend.pex venv
-                 DIR`, pex 2.1.137's tool, because the PEX is built without --include-tools),
+                 DIR`, the pex tool of [pex-cli], because the PEX is built without --include-tools),
                  started as `DIR/bin/python -m localai_backend.backend`. This is also what
                  a PEX built with execution_mode="venv" runs from after its first start (it
                  re-executes into a venv in PEX_ROOT; PEX_VENV=1 cannot be set at run time
@@ -38,7 +38,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from backend_client import ROOT, Backend, minilm_dir, pb2  # noqa: E402 (after the sys.path setup above)
 
-PEX_TOOL = os.path.expanduser("~/.cache/localai-build/pex-2.1.137")
+PEX_TOOL = os.path.expanduser("~/.cache/localai-build/pex-2.105.2")
 MODES = ("folder-first", "folder", "pex-cold", "pex-warm", "venv")
 
 

@@ -33,7 +33,7 @@ from localai.native import rules as native_rules
 from localai.native import target_types as native_target_types
 from localai.oci import image, index, publish
 from localai.package import audit as package_audit
-from localai.package import backend, cross_downloads, inputs, install, pex_assembly, portable_python, proto, signing, source_checkout, sources
+from localai.package import backend, inputs, install, pex_assembly, portable_python, proto, signing, source_checkout, sources
 
 
 def build_file_aliases():
@@ -66,7 +66,6 @@ def rules():
         *requirements.rules(),
         *proto.rules(),
         *backend.rules(),
-        *cross_downloads.rules(),
         *inputs.rules(),
         *pex_assembly.rules(),
         *install.rules(),

@@ -100,7 +100,7 @@ def test_a_bootstrap_edit_keeps_the_venv_and_its_path(tmp_path: Path) -> None:
 def test_the_pex_tool_caches_under_the_pex_root_pants_gives_it(tmp_path: Path) -> None:
     """Pants runs every pex process with PEX_ROOT in its named cache; a tool built with pex's
     default --strip-pex-env drops it and caches in ~/.pex, shared by every run on the machine."""
-    tool = Path(os.environ["HOME"]) / ".cache/localai-build/pex-2.1.137"  # built by this run's ./pants
+    tool = Path(os.environ["HOME"]) / ".cache/localai-build/pex-2.105.2"  # built by this run's ./pants
     wheels = write_wheel(tmp_path / "wheels", "tiny", "1.0").parent
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "PEX_ROOT": str(tmp_path / "pex-root"),
            "PEX_SCRIPT": "pex3"}

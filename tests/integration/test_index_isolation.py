@@ -40,8 +40,8 @@ def repo(tmp_path) -> tuple[Path, list[str]]:
 def test_cuda_resolve_cannot_lock_the_cpu_wheel(repo) -> None:
     path, options = repo
     declare_backend(path, "demo", {"cpu": "demo-torch==2.13.0\n", "cuda13": "demo-torch==2.13.0\n"}, "grpcio-tools\n")
-    # One resolve per run: pex 2.1.137's download cache can race when two lock processes fetch the
-    # same hash-less find-links wheel at once (README: known pex 2.1.137 limit); this test is about indexes.
+    # One resolve per run: pex's download cache could race (seen with 2.1.137) when two lock processes fetch the
+    # same hash-less find-links wheel at once (README); this test is about indexes.
     for resolve in ("demo-cuda13", "demo-cpu"):
         opts = [*options, *resolve_options("demo", ["cpu", "cuda13"])]
         result = run_pants(path, *opts, "generate-lockfiles", f"--resolve={resolve}")

@@ -1,6 +1,6 @@
 """Lockfiles written only when they can install: `./pants localai-lock` and `./pants localai-platform-lockfiles`.
 
-pip 20.3.4 (pex 2.1.137, Pants 2.17's locker) can write a lock its own install refuses (it
+pip 20.3.4 (pex's, as [python].pip_version sets it) can write a lock its own install refuses (it
 locked LocalAI's rfdetr with inference 0.11.0 beside the numpy and opencv-python that inference
 excludes). Pants' `generate-lockfiles` writes such a lock, and has no hook after it locks.
 `localai-lock --resolve=<resolve>` asks the same lock of the same rules (the Python backend's

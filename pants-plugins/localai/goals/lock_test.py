@@ -1,4 +1,4 @@
-"""`localai-lock` for real, offline: pex 2.1.137 (pip 20.3.4) locks resolves from wheels made
+"""`localai-lock` for real, offline: pex (pip 20.3.4) locks resolves from wheels made
 here and served as find-links. One fixture reproduces what pip did to LocalAI's rfdetr: a
 project whose METADATA names a dependency three times, the bound in one entry, is locked beside a
 version of it the bound excludes. No mocks: the Python backend's own lock rule, our check, the

@@ -19,15 +19,15 @@ from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.lockfile_metadata import PythonLockfileMetadata
 from pants.backend.python.util_rules.pex_cli import PexCliProcess
+from pants.backend.python.util_rules.pex_environment import PythonExecutable
 from pants.engine.fs import Digest, DigestContents, FileContent, MergeDigests
 from pants.engine.process import ProcessCacheScope, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from localai.model.requirements import LayeredRequirements, RequirementsOfVariant
-from localai.model.variant import BackendVariant
+from localai.model.variant import BackendVariant, Variant
 from localai.package.backend import complete_platforms_of
-from localai.package.cross_downloads import variant_python_env
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,13 @@ class PlatformLockfileRequest:
 class PlatformLockfile:
     file: FileContent
 
+
+
+async def variant_python_env(variant: Variant) -> dict[str, str]:
+    """The environment that makes pex re-exec under the variant's CPython: a lock builds sdists'
+    metadata with the interpreter running pex, and Pants runs pex with its own CPython 3.9."""
+    python = await Get(PythonExecutable, InterpreterConstraints([variant.accelerator.python]))
+    return {"PEX_PYTHON": python.path}
 
 @rule(desc="Lock a resolve for its platform", level=LogLevel.DEBUG)
 async def lock_for_platform(request: PlatformLockfileRequest, python_setup: PythonSetup) -> PlatformLockfile:

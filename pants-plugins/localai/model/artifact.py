@@ -31,8 +31,8 @@ class FileTree:
 
     sha256: str
     size: int
-    # The distributions in it. A packed PEX keeps each one as a zip named after the wheel it was
-    # installed from, `.deps/<wheel file name>`: (that name, the zip's sha256). site-packages/
+    # The distributions in it. A packed PEX built with --no-pre-install-wheels keeps each locked
+    # wheel as downloaded, `.deps/<wheel file name>`: (that name, its sha256). site-packages/
     # (package/install.py): (that name, the tree sha256 of its installed files, its RECORD's path).
     deps: tuple[tuple[str, ...], ...] = ()
 

@@ -1,7 +1,7 @@
 """Git requirements of LocalAI's folders, each pinned to the commit its ref resolved to.
 
 LocalAI writes `git+https://host/repo` (the default branch) or `git+https://host/repo@<tag or
-branch>`. pex 2.1.137 locks such a requirement with the sha256 of the checked-out tree, but keeps
+branch>`. pex (measured with 2.1.137) locks such a requirement with the sha256 of the checked-out tree, but keeps
 the ref as written: a moved branch or tag then fails the install with a hash mismatch instead of
 building what was locked. So `./pants localai-import` asks `git ls-remote` once which commit each
 ref names and records it in GIT_PINS_PATH (the URL as the folder writes it -> commit); the

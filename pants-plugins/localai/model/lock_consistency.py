@@ -1,7 +1,7 @@
 """Whether a lock can install what it was made for: every requirement its packages declare, on
 the variant's platform, is met by the version the lock holds.
 
-pex 2.1.137 locks with pip 20.3.4, which can write a lock its own install then refuses (LocalAI's
+pex locks with pip 20.3.4 ([python].pip_version), which can write a lock its own install then refuses (LocalAI's
 rfdetr: inference 0.11.0 requires opencv-python<=4.8.0.76, the lock held 4.11.0.86; pex failed
 at `pants package`, minutes later). This reads the lock alone: from its root requirements, each
 reachable package's `requires_dists` whose markers hold for linux on the variant's machine and
@@ -107,8 +107,7 @@ def closure_pins(
 ) -> tuple[str, ...]:
     """`project==version` of each locked project reachable from `roots` (default: the lock's own)
     on Linux `machine` with CPython `python`, not descending into the projects of `exclude`:
-    what an install with pex's `--exclude` holds (pex 2.1.137 has no such option, so the build
-    asks for these pins intransitively)."""
+    what an install with pex's `--exclude` holds (the build asks for these pins intransitively)."""
     env = marker_environment(machine, python)
     excluded = {canonicalize_name(e) for e in exclude}
     locked = {canonicalize_name(r.project_name): r for r in lockfile.requirements()}

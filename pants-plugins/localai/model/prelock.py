@@ -1,6 +1,6 @@
 """The exact pins of a prelocked variant: the generated block of its own pip options file.
 
-pip 20.3.4 (pex 2.1.137's, which Pants 2.17 locks with) backtracks for tens of minutes over
+pip 20.3.4 (the pip pex locks with here, [python].pip_version) backtracks for tens of minutes over
 loose requirements beside exact ones (LocalAI's outetts: unpinned `outetts` next to
 numba/llvmlite/scipy pins). uv resolves the same requirements in seconds; its result, as
 `name==version` lines in the resolve's pip options file, reaches pex as `--constraints`, so

@@ -353,7 +353,7 @@ def inconsistent_lock_message(variant: Variant, broken: tuple[str, ...]) -> str:
     )
     return (
         f"{variant.address}: {variant.lockfile} cannot install what it was locked for on {variant.platform.name}:{lines}\n"
-        f"Fix: pip 20.3.4 (pex 2.1.137) can lock a set its own install refuses. Bound the named project in the "
+        f"Fix: pip 20.3.4 (pex's, [python].pip_version) can lock a set its own install refuses. Bound the named project in the "
         f"requirements{uv}, then `./pants localai-lock --resolve={variant.resolve}` (it writes the lock only if it can install)."
     )
 

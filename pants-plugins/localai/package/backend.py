@@ -67,7 +67,6 @@ from localai.model.variant import Variant
 from localai.model.wheelhouse import WheelhouseUrls, WheelhouseUrlsRequest
 from localai.oci.image import BackendImage, BackendImageRequest, image_dir
 from localai.package.audit import ArtifactAudit, BuiltArtifact, built_artifact
-from localai.package.cross_downloads import CrossDownloads, CrossDownloadsRequest
 from localai.package.inputs import VariantInputs, VariantInputsRequest
 from localai.package.install import InstalledBackend, InstalledBackendRequest, start_py
 from localai.package.options import AuditSubsystem
@@ -112,7 +111,6 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
     if variant.platform.cross:
         # Resolved for the platform, never run here: no interpreter of it is needed to build.
         complete_platforms = await complete_platforms_of(variant)
-        await Get(CrossDownloads, CrossDownloadsRequest(variant, request.requirements, complete_platforms))
         # Its shebang cannot name a build-machine interpreter: the target's python3.11 from PATH.
         cross_args = ("--python-shebang", "/usr/bin/env python3.11")
     # BUILD `exclude`: the pinned closure as it is; the PEX's own boot-time resolve would look
@@ -138,7 +136,13 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
             # holds files (hard links), not symlinks into each wheel's own directory, as a pip-installed
             # venv does: an extension's $ORIGIN RUNPATH then finds the libraries another wheel put
             # beside it (mlx's core.so loads mlx/lib/libmlx.so, which mlx-cpu installs).
-            additional_args=("--venv", "--venv-site-packages-copies", *cross_args, *exclude_args),
+            # --no-pre-install-wheels: .deps/ keeps each locked wheel as downloaded (the folder's
+            # install step installs it; pip installing each wheel and pex re-zipping the result
+            # were most of a cold build); a PEX run as one file installs them in parallel.
+            additional_args=(
+                "--venv", "--venv-site-packages-copies", "--no-pre-install-wheels", "--max-install-jobs=-1",
+                *cross_args, *exclude_args,
+            ),
             description=f"Build {path}",
         )),
     )

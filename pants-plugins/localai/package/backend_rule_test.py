@@ -248,7 +248,7 @@ def test_a_lock_that_cannot_install_is_not_packaged_and_the_requirement_is_named
 
 
 def test_an_excluded_project_is_locked_but_not_in_the_pex_nor_the_folder(rule_runner) -> None:
-    """BUILD `exclude` (pex 2.1.137 has no --exclude): the lock's pinned closure without the
+    """BUILD `exclude`: the lock's pinned closure without the
     excluded project, resolved intransitively; the PEX is told not to fail on it at boot."""
     result = package(rule_runner, "excluding")
     paths = {e.path for e in rule_runner.request(DigestEntries, [result.digest]) if isinstance(e, FileEntry)}

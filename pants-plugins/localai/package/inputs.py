@@ -95,7 +95,7 @@ async def variant_inputs(request: VariantInputsRequest) -> VariantInputs:
     requirements = runtime_requirements(variant, layered, backend_variant.layout)
     intransitive = bool(backend_variant.exclude)
     if intransitive:
-        # pex 2.1.137 has no --exclude: the closure on the variant's platform, stopped at the
+        # The closure on the variant's platform, stopped at the
         # excluded projects, pinned, resolved from the lock without following dependencies.
         requirements = backend_variant.excluding_pins(requirements)
     ics = InterpreterConstraints([variant.accelerator.python])

@@ -5,8 +5,8 @@ and answers, and nothing is written outside the folder. A packed PEX instead ins
 PEX_ROOT (~/.pex) on its first start: ~24 s and ~1 GB outside the folder for transformers, paid on
 every start where HOME is unwritable (docs/benchmarks.md, "Cold start"). So packaging installs it:
 
-  site-packages/   each locked distribution of the PEX (`.deps/<wheel>`), installed and compiled by
-                   one process keyed by that zip's digest (scripts/install_wheel.py): torch is
+  site-packages/   each locked wheel of the PEX (`.deps/<wheel>`, as downloaded), installed and
+                   compiled by one process keyed by that wheel (scripts/install_wheel.py): torch is
                    installed once for every backend that carries it, and its files are the same
                    bytes, so the same image layer; then the backend's own files, compiled
   start.py         what run.sh runs with `python -I -S`: site-packages alone on sys.path

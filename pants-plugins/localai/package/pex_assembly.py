@@ -8,13 +8,13 @@ Here the PEX is built as pex would build it in one go, in two steps:
    `PEX-INFO`, `__main__.py`, `__pex__/__init__.py`), a pex process whose key holds no source
    file, so an edit of the backend's code is a cache hit;
 2. in this rule, from digests and three small files: the sources added as loose files, and the
-   three files that cover them recomputed the way pex 2.1.137 writes them (pex/pex_builder.py,
+   three files that cover them recomputed the way pex 2.105.2 writes them (pex/pex_builder.py,
    `PEXBuilder._prepare_code`):
      PEX-INFO           `code_hash`: `CacheHelper.pex_code_hash` of the build chroot at that
-                        point, the bootstrap's files and the sources, names then contents (sha1);
-                        `pex_hash`: sha1 of PEX-INFO's dump with `code_hash` set, before
-                        `pex_hash` is (pex caches its runtime install under pex_hash: a
-                        requirements PEX's PEX-INFO kept as it is would run stale code)
+                        point without `.bootstrap/` and `.deps/`, so of the sources: names, then
+                        contents (sha1); `pex_hash`: sha1 of PEX-INFO's compact dump with
+                        `code_hash` set, before `pex_hash` is (pex caches its runtime install under
+                        pex_hash: a requirements PEX's PEX-INFO kept as it is would run stale code)
      __main__.py, __pex__/__init__.py   the bootstrap, which names pex_hash
 
 For the same request the result is byte for byte pex's own one-shot build
@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import posixpath
 import re
-import zipfile
 from dataclasses import dataclass
 
 from pants.backend.python.target_types import PexLayout
@@ -42,7 +40,8 @@ from localai.errors import LocalAIError
 PEX_INFO = "PEX-INFO"
 MAIN = "__main__.py"
 IMPORT_HOOK = "__pex__/__init__.py"
-BOOTSTRAP = ".bootstrap"  # PexInfo.bootstrap: a zip of the bootstrap's files in the packed layout
+# The chroot directories pex leaves out of code_hash (pex/layout.py BOOTSTRAP_DIR, DEPS_DIR).
+NOT_CODE = (".bootstrap", ".deps")
 # The files of a requirements PEX that name its code: replaced, everything else is kept.
 CODE_FILES = (PEX_INFO, MAIN, IMPORT_HOOK)
 
@@ -79,13 +78,13 @@ def pex_code_hash(files: dict[str, bytes]) -> str:
     return digest.hexdigest()
 
 
-def bootstrap_files(bootstrap_zip: bytes) -> dict[str, bytes]:
-    """The chroot's .bootstrap/ files when pex hashed its code, from the packed layout's zip of them."""
-    with zipfile.ZipFile(io.BytesIO(bootstrap_zip)) as zf:
-        return {f"{BOOTSTRAP}/{i.filename}": zf.read(i) for i in zf.infolist() if not i.is_dir()}
+def _dump(info: dict) -> bytes:
+    """PexInfo.dump(): sorted keys, compact separators (requirements and constraints are sorted
+    already in the file pex wrote)."""
+    return json.dumps(info, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
-def code_files(pex_info: bytes, main: bytes, import_hook: bytes, bootstrap: dict[str, bytes], sources: dict[str, bytes], where: str) -> dict[str, bytes]:
+def code_files(pex_info: bytes, main: bytes, import_hook: bytes, sources: dict[str, bytes], where: str) -> dict[str, bytes]:
     """PEX-INFO, __main__.py and __pex__/__init__.py of the PEX with `sources`, from the requirements
     PEX's own three files (pex_builder._prepare_code, in its order)."""
     info = json.loads(pex_info)
@@ -93,19 +92,17 @@ def code_files(pex_info: bytes, main: bytes, import_hook: bytes, bootstrap: dict
     if not old_hash or old_hash.encode() not in main or old_hash.encode() not in import_hook:
         raise PexAssemblyError(
             f"{where}: the requirements PEX's {MAIN} or {IMPORT_HOOK} does not name its pex_hash {old_hash!r}: "
-            "not the bootstrap pex 2.1.137 writes. Fix: check pex_assembly.py against the pex version of [pex-cli]."
+            "not the bootstrap pex 2.105.2 writes. Fix: check pex_assembly.py against the pex version of [pex-cli]."
         )
-    clash = sorted(set(sources) & (set(CODE_FILES) | set(bootstrap)))
+    clash = sorted(n for n in sources if n in CODE_FILES or n.split("/", 1)[0] in NOT_CODE)
     if clash:
         raise PexAssemblyError(f"{where}: sources {clash} would replace the PEX's own files. Fix: rename them.")
     info.pop("pex_hash")
-    info["code_hash"] = pex_code_hash({**bootstrap, **sources})
-    # PexInfo.dump(): sorted keys, json's default separators (requirements and constraints are
-    # sorted already in the file pex wrote).
-    new_hash = hashlib.sha1(json.dumps(info, sort_keys=True).encode("utf-8")).hexdigest()
+    info["code_hash"] = pex_code_hash(sources)
+    new_hash = hashlib.sha1(_dump(info)).hexdigest()
     info["pex_hash"] = new_hash
     return {
-        PEX_INFO: json.dumps(info, sort_keys=True).encode("utf-8"),
+        PEX_INFO: _dump(info),
         MAIN: main.replace(old_hash.encode(), new_hash.encode()),
         IMPORT_HOOK: import_hook.replace(old_hash.encode(), new_hash.encode()),
     }
@@ -121,18 +118,17 @@ async def build_split_pex(split: SplitPexRequest) -> Pex:
         return requirements_pex
     root = request.output_filename
     own, sources = await MultiGet(
-        Get(DigestContents, DigestSubset(requirements_pex.digest, PathGlobs([f"{root}/{f}" for f in (*CODE_FILES, BOOTSTRAP)]))),
+        Get(DigestContents, DigestSubset(requirements_pex.digest, PathGlobs([f"{root}/{f}" for f in CODE_FILES]))),
         Get(DigestContents, Digest, request.sources),
     )
     by_name = {posixpath.relpath(fc.path, root): fc for fc in own}
-    missing = [f for f in (*CODE_FILES, BOOTSTRAP) if f not in by_name]
+    missing = [f for f in CODE_FILES if f not in by_name]
     if missing:
         raise PexAssemblyError(f"{root}: the requirements PEX has no {', '.join(missing)}: not pex's packed layout.")
     written = code_files(
         by_name[PEX_INFO].content,
         by_name[MAIN].content,
         by_name[IMPORT_HOOK].content,
-        bootstrap_files(by_name[BOOTSTRAP].content),
         {fc.path: fc.content for fc in sources},
         root,
     )

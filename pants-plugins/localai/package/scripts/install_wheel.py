@@ -1,16 +1,17 @@
 """Install one distribution of a packed PEX into site-packages/, compiled: run in the Pants sandbox.
 
-    python -S install_wheel.py wheel <.deps/<wheel> zip> <out>    one locked distribution
+    python -S install_wheel.py wheel <.deps/<wheel>> <out>    one locked distribution
     python -S install_wheel.py sources <dir>                        the backend's own files, in place
 
-A packed PEX keeps each distribution as pex's zip of the wheel installed (`.deps/<wheel>`: the
-files site-packages gets, the `.dist-info`, and `.prefix/` for what a venv puts outside
-site-packages). `wheel` writes the site-packages files into <out> as pip would: the console
-scripts and man pages under `.prefix/` are left out (the backend runs none of them, and a
-script's shebang names one machine's interpreter). Then every .py file is compiled to
+A packed PEX built with `--no-pre-install-wheels` keeps each locked wheel as it was downloaded
+(`.deps/<wheel>`, the sha256 the lock pins). `wheel` installs it into <out> as pip would
+(PEP 427): the files at the wheel's root and those of `<name>.data/purelib` and `platlib` go into
+site-packages; the `.data/` scripts, headers and data (console scripts, man pages: what a venv
+puts outside site-packages) are left out, as the backend runs none of them and a script's
+shebang names one machine's interpreter. Then every .py file is compiled to
 `__pycache__/<name>.cpython-3X.pyc`, hash-based and unchecked (PEP 552), and the distribution's
-RECORD is written with every file, the .pyc files included, as pip writes it when it compiles
-(pex drops RECORD from its chroot). So the folder starts without
+RECORD is rewritten with every installed file, the .pyc files included, as pip writes it when it
+compiles. So the folder starts without
 compiling anything, a read-only folder never recompiles in memory, a writable one never writes
 `__pycache__`, and RECORD lists every file the distribution installed (the image's layers and the
 SBOM read it).
@@ -27,15 +28,13 @@ import csv
 import hashlib
 import importlib.util
 import io
-import json
 import py_compile
 import sys
 import warnings
 import zipfile
 from pathlib import Path
 
-LAYOUT = ".layout.json"  # pex's record of the installed chroot: where RECORD is
-PREFIX = ".prefix/"  # pex's stash of files a venv puts outside site-packages
+DATA_INTO_SITE_PACKAGES = ("purelib", "platlib")  # PEP 427 .data/ subdirectories site-packages gets
 
 
 def _record_hash(data: bytes) -> str:
@@ -62,17 +61,28 @@ def compile_tree(root: Path, only: list[str] | None = None) -> list[str]:
     return written
 
 
-def install_wheel(deps_zip: Path, out: Path) -> None:
+def _site_packages_name(name: str, data_dir: str) -> str | None:
+    """Where a wheel member goes in site-packages, or None for what a venv puts elsewhere."""
+    if not name.startswith(data_dir):
+        return name
+    kind, _, rest = name[len(data_dir) :].partition("/")
+    return rest if kind in DATA_INTO_SITE_PACKAGES and rest else None
+
+
+def install_wheel(wheel: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(deps_zip) as zf:
-        layout = json.loads(zf.read(LAYOUT)) if LAYOUT in zf.namelist() else {}
-        record = layout.get("record_relpath")
-        if not record:
-            raise SystemExit(f"{deps_zip}: no {LAYOUT} naming its RECORD: not a distribution of pex's packed layout")
+    with zipfile.ZipFile(wheel) as zf:
+        members = [i for i in zf.infolist() if not i.is_dir()]
+        dist_infos = {i.filename.split("/", 1)[0] for i in members if i.filename.count("/") == 1 and i.filename.endswith(".dist-info/WHEEL")}
+        if len(dist_infos) != 1:
+            raise SystemExit(f"{wheel}: {len(dist_infos)} top-level .dist-info/WHEEL files, expected 1: not a wheel (PEP 427)")
+        dist_info = dist_infos.pop()
+        record = f"{dist_info}/RECORD"
+        data_dir = dist_info[: -len(".dist-info")] + ".data/"
         names = []
-        for info in sorted(zf.infolist(), key=lambda i: i.filename):
-            name = info.filename
-            if info.is_dir() or name == LAYOUT or name.startswith(PREFIX):
+        for info in sorted(members, key=lambda i: i.filename):
+            name = _site_packages_name(info.filename, data_dir)
+            if name is None or name == record:  # RECORD is written anew below, with the .pyc files
                 continue
             target = out / name
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -80,8 +90,6 @@ def install_wheel(deps_zip: Path, out: Path) -> None:
             if (info.external_attr >> 16) & 0o111:
                 target.chmod(0o755)
             names.append(name)
-    names = [n for n in names if n != record]  # pex 2.1.137 drops RECORD from its chroot; written anew
-    (out / record).unlink(missing_ok=True)
     files = sorted([*names, *compile_tree(out, names)])
     # RECORD lists every installed file by sha256 and size (PEP 376/627), its own line last.
     buf = io.StringIO()
