@@ -191,9 +191,7 @@ class ExcludeField(StringSequenceField):
     help = help_text(
         """
         Projects the lockfile holds that this variant's artifact leaves out, with everything only
-        they need: the PEX is built from the lock's
-        closure of the variant's requirements on its platform, stopped at these projects,
-        intransitively. The audit (`pants lint`) checks the artifact as built, by name and by
+        they need (pex's `--exclude`). The audit (`pants lint`) checks the artifact as built, by name and by
         the libraries its ELF files NEED, and names each excluded project; a requirement that
         imports one fails at run time, which the variant's integration test must show it does not.
         """

@@ -107,7 +107,7 @@ def closure_pins(
 ) -> tuple[str, ...]:
     """`project==version` of each locked project reachable from `roots` (default: the lock's own)
     on Linux `machine` with CPython `python`, not descending into the projects of `exclude`:
-    what an install with pex's `--exclude` holds (the build asks for these pins intransitively)."""
+    what an install with pex's `--exclude` holds: what the audit checks the lock for."""
     env = marker_environment(machine, python)
     excluded = {canonicalize_name(e) for e in exclude}
     locked = {canonicalize_name(r.project_name): r for r in lockfile.requirements()}

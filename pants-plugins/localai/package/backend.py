@@ -85,7 +85,7 @@ class BackendPexRequest:
     requirements: tuple[str, ...]
     sources: BackendSources
     interpreter_constraints: InterpreterConstraints
-    intransitive: bool = False  # `requirements` are the whole closure (BUILD `exclude`)
+    exclude: tuple[str, ...] = ()  # BUILD `exclude`
 
 
 class CompletePlatformMissingError(LocalAIError):
@@ -113,9 +113,9 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
         complete_platforms = await complete_platforms_of(variant)
         # Its shebang cannot name a build-machine interpreter: the target's python3.11 from PATH.
         cross_args = ("--python-shebang", "/usr/bin/env python3.11")
-    # BUILD `exclude`: the pinned closure as it is; the PEX's own boot-time resolve would look
-    # for the excluded projects its distributions declare, so it is told not to fail on them.
-    exclude_args = ("--intransitive", "--ignore-errors") if request.intransitive else ()
+    # BUILD `exclude`: pex leaves each project out, with what only it needs, and its boot-time
+    # resolve does not ask for them (PEX-INFO `excluded`).
+    exclude_args = tuple(f"--exclude={project}" for project in request.exclude)
     # Built as pex's one-shot build would be, in two steps: the requirements PEX (cached by the
     # lock, untouched by a source edit), then the sources and the files naming them (pex_assembly.py).
     pex = await Get(
@@ -197,7 +197,7 @@ async def variant_pex(request: VariantPexRequest) -> BackendPex:
     inputs = await Get(VariantInputs, VariantInputsRequest(request.address))
     return await Get(
         BackendPex,
-        BackendPexRequest(inputs.variant, inputs.requirements, inputs.sources, inputs.interpreter_constraints, inputs.intransitive),
+        BackendPexRequest(inputs.variant, inputs.requirements, inputs.sources, inputs.interpreter_constraints, inputs.exclude),
     )
 
 

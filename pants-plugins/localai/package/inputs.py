@@ -77,8 +77,7 @@ class VariantInputs:
     requirements: tuple[str, ...]  # what the PEX carries (runtime_requirements)
     interpreter_constraints: InterpreterConstraints
     sources: BackendSources
-    # with BUILD `exclude`: `requirements` pin the whole closure, which pex takes as it is
-    intransitive: bool = False
+    exclude: tuple[str, ...] = ()  # BUILD `exclude`: the projects pex leaves out (`--exclude`)
 
     @property
     def variant(self) -> Variant:
@@ -93,14 +92,11 @@ async def variant_inputs(request: VariantInputsRequest) -> VariantInputs:
     layered = await Get(LayeredRequirements, RequirementsOfVariant(request.address, variant))
     check_extra_indexes(variant, layered)
     requirements = runtime_requirements(variant, layered, backend_variant.layout)
-    intransitive = bool(backend_variant.exclude)
-    if intransitive:
-        # The closure on the variant's platform, stopped at the
-        # excluded projects, pinned, resolved from the lock without following dependencies.
-        requirements = backend_variant.excluding_pins(requirements)
+    if backend_variant.exclude:
+        backend_variant.excluding_pins(requirements)  # refuses a requirement the BUILD file excludes
     ics = InterpreterConstraints([variant.accelerator.python])
     sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
-    return VariantInputs(backend_variant, lockfile, layered, requirements, ics, sources, intransitive)
+    return VariantInputs(backend_variant, lockfile, layered, requirements, ics, sources, backend_variant.exclude)
 
 
 def rules():
