@@ -4,7 +4,6 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-
 import os
 import subprocess
 import sys
