@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -50,7 +51,7 @@ def test_cuda_resolve_cannot_lock_the_cpu_wheel(repo) -> None:
     assert locked_versions(path / "lockfiles/demo-cuda13.lock")["demo-torch"] == "2.13.0"
     assert locked_versions(path / "lockfiles/demo-cpu.lock")["demo-torch"] == "2.13.0+cpu"
     cpu_lock = (path / "lockfiles/demo-cpu.lock").read_text()
-    assert "file://${WHEELHOUSE}/cpu/demo_torch-2.13.0%2Bcpu-py3-none-any.whl" in cpu_lock
+    assert "file://${WHEELHOUSE}/cpu/demo_torch-2.13.0+cpu-py3-none-any.whl" in unquote(cpu_lock)  # pex 2.1.137 wrote %2B
     assert str(path / ".wheelhouse") not in cpu_lock  # the wheelhouse path is mapped, not written
 
 

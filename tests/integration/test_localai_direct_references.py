@@ -101,7 +101,7 @@ def test_git_and_url_requirements_lock_with_hashes_package_and_serve(tmp_path: P
     assert url_artifacts == [
         {"algorithm": "sha256", "hash": hashlib.sha256(wheel.read_bytes()).hexdigest(), "url": wheel_url}
     ]
-    assert "tinywheel; python_version >= \"3.8\"" in lock["requirements"], lock["requirements"]
+    assert f'tinywheel @ {wheel_url} ; python_version >= "3.8"' in lock["requirements"], lock["requirements"]
     # LocalAI's transformers runtime, and no grpcio-tools: none can join these pins.
     assert (locked(lock, "grpcio")["version"], locked(lock, "protobuf")["version"]) == ("1.83.0", "7.35.0")
     assert not [r for r in lock["locked_resolves"][0]["locked_requirements"] if r["project_name"] == "grpcio-tools"]

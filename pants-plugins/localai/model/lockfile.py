@@ -37,7 +37,7 @@ class LockedRequirement:
     requires_dists: tuple[str, ...] = ()  # PEP 508 strings, as the lock records them
 
     def artifact_named(self, filename: str) -> LockedArtifact | None:
-        """The artifact whose URL ends with `filename` (URLs quote it: `+` is `%2B`)."""
+        """The artifact whose URL ends with `filename` (pex 2.1.137 quoted `+` as `%2B` in URLs, pex 2.105.2 does not)."""
         return next((a for a in self.artifacts if unquote(a.url.rsplit("/", 1)[-1]) == filename), None)
 
 
