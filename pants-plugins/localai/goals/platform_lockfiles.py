@@ -40,12 +40,12 @@ class PlatformLockfile:
     file: FileContent
 
 
-
 async def variant_python_env(variant: Variant) -> dict[str, str]:
     """The environment that makes pex re-exec under the variant's CPython: a lock builds sdists'
     metadata with the interpreter running pex, and Pants runs pex with its own CPython 3.9."""
     python = await Get(PythonExecutable, InterpreterConstraints([variant.accelerator.python]))
     return {"PEX_PYTHON": python.path}
+
 
 @rule(desc="Lock a resolve for its platform", level=LogLevel.DEBUG)
 async def lock_for_platform(request: PlatformLockfileRequest, python_setup: PythonSetup) -> PlatformLockfile:
