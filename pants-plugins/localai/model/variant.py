@@ -313,15 +313,16 @@ class BackendVariant:
         `exclude`, those of its closure on the variant's platform (the others are never installed)."""
         if not self.exclude:
             return self.lockfile.versions()
-        shipped = {pin.partition("==")[0] for pin in self.excluding_pins(None)}
+        shipped = {pin.partition("==")[0] for pin in self.excluding_pins()}
         return tuple((name, version) for name, version in self.lockfile.versions() if name in shipped)
 
-    def excluding_pins(self, roots: tuple[str, ...] | None) -> tuple[str, ...]:
+    def excluding_pins(self) -> tuple[str, ...]:
         """`project==version` of every locked project the variant installs when `exclude` is left
-        out: the closure of `roots` (default: the lock's own) on its machine and CPython, stopped
-        at the excluded projects (model/lock_consistency.py)."""
+        out: the closure of the lock's roots on its machine and CPython, stopped at the excluded
+        projects (model/lock_consistency.py); an excluded root is refused (ExcludedRootError), so
+        `packageable_lock` refuses it before anything is built."""
         v = self.variant
-        return closure_pins(self.locked(), v.platform.machine, python_version_of(v.accelerator.python), roots, self.exclude)
+        return closure_pins(self.locked(), v.platform.machine, python_version_of(v.accelerator.python), None, self.exclude)
 
     def unsatisfied_locked(self) -> tuple[str, ...]:
         """The requirements the lockfile breaks on the variant's platform: what the audit fails it

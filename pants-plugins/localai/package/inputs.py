@@ -92,8 +92,6 @@ async def variant_inputs(request: VariantInputsRequest) -> VariantInputs:
     layered = await Get(LayeredRequirements, RequirementsOfVariant(request.address, variant))
     check_extra_indexes(variant, layered)
     requirements = runtime_requirements(variant, layered, backend_variant.layout)
-    if backend_variant.exclude:
-        backend_variant.excluding_pins(requirements)  # refuses a requirement the BUILD file excludes
     ics = InterpreterConstraints([variant.accelerator.python])
     sources = await Get(BackendSources, BackendSourcesRequest(variant, ics, backend_variant.layout))
     return VariantInputs(backend_variant, lockfile, layered, requirements, ics, sources, backend_variant.exclude)

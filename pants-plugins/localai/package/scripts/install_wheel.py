@@ -1,7 +1,7 @@
 """Install one distribution of a packed PEX into site-packages/, compiled: run in the Pants sandbox.
 
     python -S install_wheel.py wheel <.deps/<wheel>> <out>    one locked distribution
-    python -S install_wheel.py sources <dir>                        the backend's own files, in place
+    python -S install_wheel.py sources <dir>                  the backend's own files, in place
 
 A packed PEX built with `--no-pre-install-wheels` keeps each locked wheel as it was downloaded
 (`.deps/<wheel>`, the sha256 the lock pins). `wheel` installs it into <out> as pip would
