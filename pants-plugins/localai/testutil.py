@@ -136,3 +136,24 @@ def repo_options() -> list[str]:
         f"--subprocess-environment-env-vars={conf['subprocess-environment']['env_vars']!r}",
         *([f"--ca-certs-path={os.environ['PANTS_CA_CERTS_PATH']}"] if os.environ.get("PANTS_CA_CERTS_PATH") else []),
     ]
+
+
+def layout_tool_files() -> dict[str, str]:
+    """The lockfile of the resolve the OCI layout writer runs on (oci/image.py), for tests that package images."""
+    from localai.oci.image import LAYOUT_RESOLVE
+
+    return {f"lockfiles/{LAYOUT_RESOLVE}.lock": repo_file(f"lockfiles/{LAYOUT_RESOLVE}.lock")}
+
+
+def layout_tool_options() -> list[str]:
+    """That resolve as pants.toml declares it, added to (`+`) the resolves a test sets before."""
+    import toml  # pants: no-infer-dep (toml comes with pantsbuild.pants)
+
+    from localai.oci.image import LAYOUT_RESOLVE
+
+    python = toml.loads(repo_file("pants.toml"))["python"]
+    ics = python["resolves_to_interpreter_constraints"][LAYOUT_RESOLVE]
+    return [
+        f"--python-resolves=+{ {LAYOUT_RESOLVE: python['resolves'][LAYOUT_RESOLVE]}!r}",
+        f"--python-resolves-to-interpreter-constraints=+{ {LAYOUT_RESOLVE: ics}!r}",
+    ]

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import yaml
+import zstandard
 
 MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
 MANIFEST_ACCEPT = f"application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, {MEDIA_INDEX}"
@@ -42,6 +43,16 @@ def _get(url: str, accept: str | None = None) -> bytes:
     req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
     with urllib.request.urlopen(req, timeout=300) as r:
         return r.read()
+
+
+def decompress(layer: bytes) -> bytes:
+    """A layer's tar, by its first bytes as go-containerregistry's layer reader peeks them (not by
+    media type): zstd, gzip, or a plain tar."""
+    if layer[:4] == b"\x28\xb5\x2f\xfd":
+        return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(layer)).read()
+    if layer[:2] == b"\x1f\x8b":
+        return gzip.decompress(layer)
+    return layer
 
 
 def _checked(data: bytes, digest: str, what: str) -> bytes:
@@ -91,8 +102,8 @@ def install(entry: dict, backends: Path, architecture: str | None = None) -> Pat
     tmp = backends / f"{entry['name']}.install-tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for media_type, layer in layers:
-        raw = gzip.decompress(layer) if media_type.endswith("+gzip") else layer
+    for _, layer in layers:
+        raw = decompress(layer)
         with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
             for m in tar.getmembers():
                 if m.name.startswith("/") or ".." in Path(m.name).parts:

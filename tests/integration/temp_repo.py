@@ -10,8 +10,9 @@ import zipfile
 from pathlib import Path
 
 # What a repository needs to run ./pants with the localai plugin (declared as `files` in BUILD).
-# backends/common/cpu_levels.json: the CPU level table the native plugin reads when it loads.
-BUILD_SETUP = ("pants", "pants.toml", "pants-plugins", "3rdparty", "backends/common/cpu_levels.json")
+# backends/common/cpu_levels.json: the CPU level table the native plugin reads when it loads;
+# lockfiles/pants-plugins.lock: the plugin's resolve, which the OCI layer step runs on.
+BUILD_SETUP = ("pants", "pants.toml", "pants-plugins", "3rdparty", "backends/common/cpu_levels.json", "lockfiles/pants-plugins.lock")
 # Backends and an engine, with what packaging them reads (and pants.ci.toml), for the tests that
 # build in a temporary repository.
 

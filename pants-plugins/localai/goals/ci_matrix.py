@@ -99,7 +99,9 @@ class CIMatrixSubsystem(Outputting, GoalSubsystem):
         default=["python_test"], help="Target types (aliases) whose targets are the tests a job runs."
     )
     global_globs = StrListOption(
-        default=["pants.toml", "pants", "pants-plugins/**", "3rdparty/pants/**", ".github/workflows/backends.yml"],
+        # lockfiles/pants-plugins.lock: the plugin's resolve, which also runs every image's layer step.
+        default=["pants.toml", "pants", "pants-plugins/**", "3rdparty/pants/**", "lockfiles/pants-plugins.lock",
+                 ".github/workflows/backends.yml"],
         help="A changed file matching one of these rebuilds every job.",
     )
 

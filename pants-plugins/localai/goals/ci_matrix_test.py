@@ -120,6 +120,18 @@ def test_unrelated_and_global_files(rule_runner) -> None:
     assert set(_jobs(rule_runner, "pants.toml")) == ALL_VARIANTS | {"engines/minilm:avx2"}
 
 
+def test_the_plugin_resolve_rebuilds_every_job_by_default(rule_runner) -> None:
+    # It runs every image's layer step (oci/image.py), and no target of a variant owns it.
+    result = rule_runner.run_goal_rule(
+        CIMatrixGoal,
+        global_args=_options(),
+        args=["--files=['lockfiles/pants-plugins.lock']", "--job-target-types=['test_engine']"],
+        env_inherit={"PATH"},
+    )
+    assert result.exit_code == 0, result.stderr
+    assert {j["target"] for j in json.loads(result.stdout)["include"]} == ALL_VARIANTS | {"engines/minilm:avx2"}
+
+
 def test_the_stubs_tool_rebuilds_the_imported_folders_only() -> None:
     # An imported folder's stubs come from the grpc-stubs resolve, which no target of its closure owns.
     rule_runner = _runner()

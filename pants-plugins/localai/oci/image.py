@@ -1,4 +1,4 @@
-"""The OCI image of a backend folder, built from cached steps (layout.py, standard library).
+"""The OCI image of a backend folder, built from cached steps (layout.py, run with zstandard).
 
 `pants package backends/<name>:<accel>` writes it next to the folder:
   dist/images/<name>/<accel>/layout/         OCI image layout (what `pants publish` pushes)
@@ -16,11 +16,14 @@ layout.py's one-shot `main` (oci/layout_test.py checks that the two agree).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
+from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
-from pants.backend.python.util_rules.pex_environment import PythonExecutable
+from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
+from pants.backend.python.util_rules.pex_requirements import PexRequirements, Resolve
 from pants.engine.fs import (
     AddPrefix,
     CreateDigest,
@@ -37,6 +40,7 @@ from pants.engine.fs import (
 )
 from pants.engine.process import Process, ProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
@@ -51,6 +55,10 @@ IMAGE_JSON = "image.json"
 IMAGE_TARBALL = "image.oci.tar"
 LAYOUT_DIR = "layout"
 BLOB_LINK_PREFIX = "blob-"  # blob-<hex>/<hex> in the image step's sandbox (layout.image_main)
+# layout.py is the plugin's own script: it runs on the plugin's resolve (3rdparty/python), which pins
+# the zstandard it compresses layers with, the same pin as the venv Pants runs the plugin in.
+LAYOUT_RESOLVE = "pants-plugins"
+LAYOUT_REQUIREMENTS = ("zstandard",)
 
 
 def image_dir(backend: str, accelerator: str) -> str:
@@ -64,7 +72,6 @@ class BackendImageRequest:
     accelerator: str
     ref_name: str  # e.g. cpu-silero-vad
     annotations: tuple[tuple[str, str], ...]
-    interpreter_constraints: InterpreterConstraints
     own_layer_dirs: tuple[str, ...] = ()  # folders that get one layer each (python/: shared by every image)
     architecture: str = "amd64"  # the config's (platforms.py oci_architecture)
 
@@ -84,7 +91,6 @@ class ImageFolderError(LocalAIError):
 class ImageLayerRequest:
     files: Digest  # the layer's files at their image paths
     created_by: str
-    interpreter_constraints: InterpreterConstraints
 
 
 @dataclass(frozen=True)
@@ -94,12 +100,36 @@ class ImageLayer:
     descriptor: str  # layer.json: media type, digest, size, diff_id, created_by
 
 
-@rule(desc="Build an OCI image layer", level=LogLevel.DEBUG)
-async def build_image_layer(request: ImageLayerRequest) -> ImageLayer:
-    python, script = await MultiGet(
-        Get(PythonExecutable, InterpreterConstraints, request.interpreter_constraints),
+@dataclass(frozen=True)
+class LayoutTool:
+    """layout.py and a venv that runs it."""
+
+    venv_pex: VenvPex
+    script: Digest
+
+
+@rule(desc="Set up the OCI layout writer", level=LogLevel.DEBUG)
+async def layout_tool(python_setup: PythonSetup) -> LayoutTool:
+    ics = python_setup.resolves_to_interpreter_constraints.get(LAYOUT_RESOLVE) or python_setup.interpreter_constraints
+    venv_pex, script = await MultiGet(
+        Get(
+            VenvPex,
+            PexRequest(
+                output_filename="oci-layout.pex",
+                internal_only=True,
+                requirements=PexRequirements(
+                    LAYOUT_REQUIREMENTS, from_superset=Resolve(LAYOUT_RESOLVE, False), description_of_origin="the localai OCI layout writer"
+                ),
+                interpreter_constraints=InterpreterConstraints(ics),
+            ),
+        ),
         Get(Digest, CreateDigest([script_file("localai.oci.scripts", SCRIPT)])),
     )
+    return LayoutTool(venv_pex, script)
+
+
+@rule(desc="Build an OCI image layer", level=LogLevel.DEBUG)
+async def build_image_layer(request: ImageLayerRequest, tool: LayoutTool) -> ImageLayer:
     # The modes the layer records come from the digest, not from the sandbox (layout.layer_main).
     entries = await Get(DigestEntries, Digest, request.files)
     executables = json.dumps(sorted(e.path for e in entries if isinstance(e, FileEntry) and e.is_executable))
@@ -109,9 +139,10 @@ async def build_image_layer(request: ImageLayerRequest) -> ImageLayer:
     )
     result = await Get(
         ProcessResult,
-        Process(
-            argv=[python.path, SCRIPT, "layer", "folder", "out", f"--created-by={request.created_by}", "--executables=executables.json"],
-            input_digest=await Get(Digest, MergeDigests([files, listing, script])),
+        VenvPexProcess(
+            tool.venv_pex,
+            argv=(SCRIPT, "layer", "folder", "out", f"--created-by={request.created_by}", "--executables=executables.json"),
+            input_digest=await Get(Digest, MergeDigests([files, listing, tool.script])),
             output_directories=("out",),
             description=f"OCI layer ({request.created_by})",
             level=LogLevel.DEBUG,
@@ -126,7 +157,7 @@ async def build_image_layer(request: ImageLayerRequest) -> ImageLayer:
 
 
 @rule(desc="Build a backend's OCI image", level=LogLevel.DEBUG)
-async def build_backend_image(request: BackendImageRequest, oci: OciSubsystem) -> BackendImage:
+async def build_backend_image(request: BackendImageRequest, oci: OciSubsystem, tool: LayoutTool) -> BackendImage:
     entries = await Get(DigestEntries, Digest, request.folder)
     links = [e.path for e in entries if isinstance(e, SymlinkEntry)]
     if links:
@@ -145,31 +176,29 @@ async def build_backend_image(request: BackendImageRequest, oci: OciSubsystem) -
     sizes = {p: e.file_digest.serialized_bytes_length for p, e in files.items()}
     groups = group_paths(sizes, OWN_LAYER_BYTES, request.own_layer_dirs, owners)
     layer_files = await MultiGet(Get(Digest, CreateDigest([files[p] for p in group])) for _, group in groups)
-    layers = await MultiGet(
-        Get(ImageLayer, ImageLayerRequest(d, label, request.interpreter_constraints)) for d, (label, _) in zip(layer_files, groups)
-    )
-    python, script = await MultiGet(
-        Get(PythonExecutable, InterpreterConstraints, request.interpreter_constraints),
-        Get(Digest, CreateDigest([script_file("localai.oci.scripts", SCRIPT)])),
-    )
+    layers = await MultiGet(Get(ImageLayer, ImageLayerRequest(d, label)) for d, (label, _) in zip(layer_files, groups))
     descriptors = "[" + ",".join(layer.descriptor for layer in layers) + "]"
-    inputs = await Get(Digest, MergeDigests([script, await Get(Digest, CreateDigest([FileContent("layers.json", descriptors.encode())]))]))
-    argv = [python.path, SCRIPT, "image", "layers.json", ".", "out", f"--ref-name={request.ref_name}", f"--architecture={request.architecture}"]
+    inputs = await Get(Digest, MergeDigests([tool.script, await Get(Digest, CreateDigest([FileContent("layers.json", descriptors.encode())]))]))
+    argv = [SCRIPT, "image", "layers.json", ".", "out", f"--ref-name={request.ref_name}", f"--architecture={request.architecture}"]
     argv += [f"--annotation={k}={v}" for k, v in request.annotations]
     argv += ["--tarball"] if oci.tarball else []
-    result = await Get(
-        ProcessResult,
-        Process(
-            argv=argv,
+    process = await Get(
+        Process,
+        VenvPexProcess(
+            tool.venv_pex,
+            argv=tuple(argv),
             input_digest=inputs,
-            # Only the tarball reads the blobs. Linked, not copied, into the sandbox, one link per
-            # layer blob: the wheel layers are hundreds of MB, and a link stays valid between builds.
-            immutable_input_digests={f"{BLOB_LINK_PREFIX}{layer.hexdigest}": layer.blob for layer in layers} if oci.tarball else {},
             output_directories=("out",),
             description=f"OCI image {request.ref_name}",
             level=LogLevel.DEBUG,
         ),
     )
+    if oci.tarball:
+        # Only the tarball reads the blobs. Linked, not copied, into the sandbox, one link per
+        # layer blob: the wheel layers are hundreds of MB, and a link stays valid between builds.
+        links = {f"{BLOB_LINK_PREFIX}{layer.hexdigest}": layer.blob for layer in layers}
+        process = dataclasses.replace(process, immutable_input_digests=FrozenDict({**process.immutable_input_digests, **links}))
+    result = await Get(ProcessResult, Process, process)
     out = await Get(Digest, RemovePrefix(result.output_digest, "out"))
     layout_blobs = await Get(Digest, AddPrefix(await Get(Digest, MergeDigests(layer.blob for layer in layers)), f"{LAYOUT_DIR}/blobs/sha256"))
     summary = await Get(DigestContents, DigestSubset(out, PathGlobs([IMAGE_JSON])))

@@ -150,9 +150,7 @@ async def build_backend_pex(request: BackendPexRequest) -> BackendPex:
     return BackendPex(await Get(Digest, RemovePrefix(pex.digest, variant.folder)), tree)
 
 
-def image_request(
-    variant: Variant, version: str, lockfile_sha256: str, folder: Digest, ics: InterpreterConstraints, portable: PortablePython
-) -> BackendImageRequest:
+def image_request(variant: Variant, version: str, lockfile_sha256: str, folder: Digest, portable: PortablePython) -> BackendImageRequest:
     return BackendImageRequest(
         folder,
         variant.backend,
@@ -165,7 +163,6 @@ def image_request(
             ("io.localai.accelerator", variant.accelerator.name),
             ("io.localai.model.lockfile.sha256", lockfile_sha256),
         ),
-        ics,
         architecture=variant.platform.oci_architecture,
         own_layer_dirs=(PORTABLE_PYTHON_DIR,) if portable.enabled else (),
     )
@@ -246,7 +243,7 @@ async def package_backend_variant(
     statement = next(r.content for r in records if r.path == PROVENANCE_NAME)
     envelope = await Get(ProvenanceEnvelope, ProvenanceEnvelopeRequest(str(field_set.address), statement))
     folder = await Get(Digest, MergeDigests([installed.digest, await Get(Digest, CreateDigest(records)), envelope.digest, portable.digest]))
-    image = await Get(BackendImage, BackendImageRequest, image_request(variant, version, lockfile.sha256, folder, ics, portable))
+    image = await Get(BackendImage, BackendImageRequest, image_request(variant, version, lockfile.sha256, folder, portable))
     pex_dir = f"{PEX_DIR}/{variant.backend}/{variant.name}"
     digest = await Get(
         Digest,

@@ -25,7 +25,7 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from localai.model.artifact import BackendVariantFieldSet
 from localai.model.folder import BUILD_RECORD
-from localai.testutil import SHARED_RUNTIME, make_rule_runner, pex_cli_options, repo_file, repo_options
+from localai.testutil import SHARED_RUNTIME, layout_tool_files, layout_tool_options, make_rule_runner, pex_cli_options, repo_file, repo_options
 
 LOCK = repo_file("lockfiles/minilm-ggml-cpu.lock")
 PINS = "grpcio==1.85.3\nprotobuf==7.36.2\n"
@@ -93,6 +93,7 @@ def with_requirement(lock: str, project: str, requirement: str) -> str:
 BACKENDS = ("tiny", "nolock", "notools", "cudalock", "brokenlock", "excluding")
 FILES = {
     **SHARED_RUNTIME,
+    **layout_tool_files(),
     "3rdparty/accelerators.toml": repo_file("3rdparty/accelerators.toml"),
     "3rdparty/accelerators/cpu.txt": repo_file("3rdparty/accelerators/cpu.txt"),
     "backends/proto/backend.proto": repo_file("backends/proto/backend.proto"),
@@ -118,6 +119,7 @@ def rule_runner() -> RuleRunner:
             *repo_options(),
             f"--python-resolves={ {f'{b}-cpu': f'lockfiles/{b}-cpu.lock' for b in BACKENDS}!r}",
             f"--python-resolves-to-constraints-file={ {f'{b}-cpu': '3rdparty/accelerators/cpu.txt' for b in BACKENDS}!r}",
+            *layout_tool_options(),
         ],
         env_inherit={"PATH", "PYENV_ROOT", "HOME"},
     )

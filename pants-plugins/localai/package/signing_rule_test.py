@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import zstandard
 from pants.core.goals.package import BuiltPackage
 from pants.engine.fs import Digest, DigestContents, DigestEntries
 from pants.engine.internals.scheduler import ExecutionError
@@ -27,7 +29,7 @@ from localai.goals.verify import VerifyGoal
 from localai.model.artifact import BackendVariantFieldSet
 from localai.package.backend_rule_test import BACKENDS, FILES, FOLDER, package, repo_options
 from localai.package.signing import ProvenanceEnvelope, ProvenanceEnvelopeRequest
-from localai.testutil import make_rule_runner, pex_cli_options, repo_file
+from localai.testutil import layout_tool_options, make_rule_runner, pex_cli_options, repo_file
 
 ENVELOPE = "provenance.intoto.dsse.json"
 IMAGE = "dist/images/tiny/cpu"
@@ -50,6 +52,7 @@ def options(key_file: str = KEY) -> list[str]:
         "--localai-signing-requirements=['//3rdparty/signing:cryptography']",
         f"--localai-signing-key-file={key_file}",
         "--localai-oci-tarball",  # verify reads image.oci.tar too
+        *layout_tool_options(),
     ]
 
 
@@ -118,8 +121,11 @@ def test_the_envelope_is_written_beside_the_statement_and_into_the_image(signed)
         layers = [outer.extractfile(m) for m in outer.getmembers() if m.name.startswith("blobs/sha256/") and m.isfile()]
         names = set()
         for layer in layers:
+            data = layer.read()
+            if data[:4] == b"\x28\xb5\x2f\xfd":  # a zstd frame
+                data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()
             try:
-                with tarfile.open(fileobj=layer, mode="r:*") as tar:
+                with tarfile.open(fileobj=io.BytesIO(data)) as tar:
                     names |= set(tar.getnames())
             except tarfile.ReadError:  # the config and manifest blobs are JSON
                 continue

@@ -20,9 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator
 
+import zstandard
+
 from localai.errors import LocalAIError
 from localai.model.artifact import tree_sha256
 from localai.model.folder import ENVELOPE_NAME, PROVENANCE_NAME
+from localai.oci.scripts.layout import open_layer
 
 CHUNK = 1 << 20
 SMALL_FILES = (ENVELOPE_NAME, PROVENANCE_NAME)  # kept as bytes, the rest only as sha256
@@ -74,7 +77,7 @@ def read_folder(folder: Path, where: str) -> ArtifactFiles:
 
 
 def _layer_files(layer: IO[bytes], sha256: dict[str, str], small: dict[str, bytes]) -> None:
-    with tarfile.open(fileobj=layer, mode="r:*") as tar:  # plain tar or tar+gzip (oci/scripts/layout.py)
+    with open_layer(layer) as tar:
         for member in tar:
             if not member.isfile():
                 continue
@@ -134,7 +137,7 @@ def read_artifact(path: Path, where: str) -> ArtifactFiles:
     """A backend folder, an OCI layout (or the image folder holding layout/), or an OCI tarball."""
     try:
         return _read_artifact(path, where)
-    except (FileNotFoundError, tarfile.TarError) as e:  # a layer the manifest names is absent or broken
+    except (FileNotFoundError, tarfile.TarError, zstandard.ZstdError) as e:  # a layer the manifest names is absent or broken
         raise VerifyError(f"is an incomplete or broken OCI image ({e}).", file=where, fix="Package the backend again and verify what it wrote.") from None
 
 
