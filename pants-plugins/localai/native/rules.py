@@ -20,9 +20,7 @@ import os
 from dataclasses import dataclass
 
 from pants.backend.python.subsystems.setup import PythonSetup
-from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
-from pants.backend.python.util_rules.pex_requirements import PexRequirements, Resolve
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, OutputPathField, PackageFieldSet
 from pants.core.target_types import FileSourceField
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
@@ -71,7 +69,7 @@ from localai.native.target_types import (
     UpstreamSubdirField,
     UpstreamUnitySourcesField,
 )
-from localai.scripts import script_file
+from localai.scripts import script_file, script_venv_request
 
 TOOLCHAIN_RESOLVE = "native-toolchain"
 NATIVE_TOOLCHAIN_LOCK = lockfile_path(TOOLCHAIN_RESOLVE)
@@ -110,20 +108,11 @@ class NativeToolchain:
 
 @rule(desc="Set up the hermetic C/C++ toolchain (zig, cmake, ninja)", level=LogLevel.DEBUG)
 async def native_toolchain(python_setup: PythonSetup) -> NativeToolchain:
-    ics = python_setup.resolves_to_interpreter_constraints.get(TOOLCHAIN_RESOLVE) or python_setup.interpreter_constraints
     venv_pex, driver = await MultiGet(
         Get(
             VenvPex,
-            PexRequest(
-                output_filename="native-toolchain.pex",
-                internal_only=True,
-                requirements=PexRequirements(
-                    TOOLCHAIN_REQUIREMENTS,
-                    from_superset=Resolve(TOOLCHAIN_RESOLVE, False),
-                    description_of_origin="the localai native toolchain",
-                ),
-                interpreter_constraints=InterpreterConstraints(ics),
-            ),
+            PexRequest,
+            script_venv_request(python_setup, TOOLCHAIN_RESOLVE, TOOLCHAIN_REQUIREMENTS, "native-toolchain.pex", "the localai native toolchain"),
         ),
         Get(Digest, CreateDigest([script_file("localai.native.scripts", "cmake_driver.py", DRIVER_PATH)])),
     )

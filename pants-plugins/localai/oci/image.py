@@ -21,9 +21,7 @@ import json
 from dataclasses import dataclass
 
 from pants.backend.python.subsystems.setup import PythonSetup
-from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
-from pants.backend.python.util_rules.pex_requirements import PexRequirements, Resolve
 from pants.engine.fs import (
     AddPrefix,
     CreateDigest,
@@ -47,7 +45,7 @@ from localai.errors import LocalAIError
 from localai.model.folder import RUN_SH
 from localai.oci.options import OciSubsystem
 from localai.oci.scripts.layout import OWN_LAYER_BYTES, RECORDS_GLOB, group_paths, record_owners
-from localai.scripts import script_file
+from localai.scripts import script_file, script_venv_request
 
 SCRIPT = "layout.py"  # oci/scripts/layout.py, run as a process
 IMAGES_DIR = "images"  # under dist/
@@ -110,19 +108,8 @@ class LayoutTool:
 
 @rule(desc="Set up the OCI layout writer", level=LogLevel.DEBUG)
 async def layout_tool(python_setup: PythonSetup) -> LayoutTool:
-    ics = python_setup.resolves_to_interpreter_constraints.get(LAYOUT_RESOLVE) or python_setup.interpreter_constraints
     venv_pex, script = await MultiGet(
-        Get(
-            VenvPex,
-            PexRequest(
-                output_filename="oci-layout.pex",
-                internal_only=True,
-                requirements=PexRequirements(
-                    LAYOUT_REQUIREMENTS, from_superset=Resolve(LAYOUT_RESOLVE, False), description_of_origin="the localai OCI layout writer"
-                ),
-                interpreter_constraints=InterpreterConstraints(ics),
-            ),
-        ),
+        Get(VenvPex, PexRequest, script_venv_request(python_setup, LAYOUT_RESOLVE, LAYOUT_REQUIREMENTS, "oci-layout.pex", "the localai OCI layout writer")),
         Get(Digest, CreateDigest([script_file("localai.oci.scripts", SCRIPT)])),
     )
     return LayoutTool(venv_pex, script)
