@@ -54,7 +54,7 @@ MIN_SAVING = 0.05
 SAMPLE_BYTES = 1 << 20
 MTIME = 0  # no build time in any byte; SOURCE_DATE_EPOCH is not needed
 OWN_LAYER_BYTES = 1024 * 1024  # every wheel of 1 MiB or more: sharing below that saves little
-# transformers:cpu's image: 246.9 MB, under the 259.1 MB of the packed PEX it replaced (level 3:
+# transformers:cpu's image: 247.7 MB, under the 259.1 MB of the packed PEX it replaced (level 3:
 # 271.3 MB in 37% of the time; gzip -6: 324.1 MB in 3.5x the time). docs/benchmarks.md.
 ZSTD_LEVEL = 6
 RECORD_SUFFIX = ".dist-info/RECORD"  # an installed distribution's list of its files
