@@ -138,22 +138,24 @@ def repo_options() -> list[str]:
     ]
 
 
-def layout_tool_files() -> dict[str, str]:
-    """The lockfile of the resolve the OCI layout writer runs on (oci/image.py), for tests that package images."""
-    from localai.oci.image import LAYOUT_RESOLVE
-
-    return {f"lockfiles/{LAYOUT_RESOLVE}.lock": repo_file(f"lockfiles/{LAYOUT_RESOLVE}.lock")}
-
-
-def layout_tool_options() -> list[str]:
-    """That resolve as pants.toml declares it, added to (`+`) the resolves a test sets before."""
+def _layout_resolve() -> tuple[str, str, list[str]]:
+    """The resolve the OCI layout writer runs on (oci/image.py): name, lockfile and interpreter
+    constraints, as pants.toml declares them."""
     import toml  # pants: no-infer-dep (toml comes with pantsbuild.pants)
 
     from localai.oci.image import LAYOUT_RESOLVE
 
     python = toml.loads(repo_file("pants.toml"))["python"]
-    ics = python["resolves_to_interpreter_constraints"][LAYOUT_RESOLVE]
-    return [
-        f"--python-resolves=+{ {LAYOUT_RESOLVE: python['resolves'][LAYOUT_RESOLVE]}!r}",
-        f"--python-resolves-to-interpreter-constraints=+{ {LAYOUT_RESOLVE: ics}!r}",
-    ]
+    return LAYOUT_RESOLVE, python["resolves"][LAYOUT_RESOLVE], python["resolves_to_interpreter_constraints"][LAYOUT_RESOLVE]
+
+
+def layout_tool_files() -> dict[str, str]:
+    """That resolve's lockfile, for tests that package images."""
+    _, lockfile, _ = _layout_resolve()
+    return {lockfile: repo_file(lockfile)}
+
+
+def layout_tool_options() -> list[str]:
+    """That resolve, added to (`+`) the resolves a test sets before."""
+    name, lockfile, ics = _layout_resolve()
+    return [f"--python-resolves=+{ {name: lockfile}!r}", f"--python-resolves-to-interpreter-constraints=+{ {name: ics}!r}"]
