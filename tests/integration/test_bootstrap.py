@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.integration.portable_python_standin import machine_cpython
 from tests.integration.temp_repo import write_wheel
 
 
@@ -19,13 +20,15 @@ def test_missing_python39_names_what_to_install(tmp_path: Path) -> None:
     shutil.copytree("3rdparty/bootstrap", repo / "3rdparty/bootstrap")
     shutil.copytree("3rdparty/pants", repo / "3rdparty/pants")
     shutil.copy2("3rdparty/wheelhouse.toml", repo / "3rdparty/wheelhouse.toml")
-    bin_dir = tmp_path / "bin"  # only what the script needs, and no python3.9
+    bin_dir = tmp_path / "bin"  # only what the script needs: no python3.9, and no curl or wget to fetch the pinned one
     bin_dir.mkdir()
-    for tool in ("bash", "cat", "sha256sum", "cut", "dirname"):
+    for tool in ("bash", "cat", "sha256sum", "cut", "dirname", "uname", "mkdir", "mktemp", "rm"):
         os.symlink(shutil.which(tool), bin_dir / tool)
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path / "home"), "PYENV_ROOT": str(tmp_path / "no-pyenv")}
     result = subprocess.run(["./pants", "--version"], cwd=repo, env=env, capture_output=True, text=True)
     assert result.returncode == 1
+    assert "no CPython 3.9 on this machine: fetching the one" in result.stderr
+    assert "neither curl nor wget is on PATH" in result.stderr
     assert "CPython 3.9 not found" in result.stderr
     assert "pyenv install 3.9" in result.stderr and "PANTS_BOOTSTRAP_PYTHON" in result.stderr
     assert not (tmp_path / "home/.cache/localai-build").exists() or not any(
@@ -113,22 +116,11 @@ def test_the_pex_tool_caches_under_the_pex_root_pants_gives_it(tmp_path: Path) -
     assert not (tmp_path / "home/.pex").exists()
 
 
-def _interpreter(version: str) -> str:
-    """The real executable of a CPython `version` this machine has (the build needs 3.9 and 3.11)."""
-    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    for name in (*sorted(pyenv.glob(f"versions/{version}.*/bin/python{version}")), f"python{version}"):
-        exe = shutil.which(str(name))
-        out = subprocess.run([exe, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True) if exe else None
-        if out and out.returncode == 0:  # a pyenv shim without pyenv's environment fails
-            return out.stdout.strip()
-    raise AssertionError(f"no CPython {version} here: the build itself needs it")
-
-
 def test_interpreter_discovery_searches_only_the_declared_interpreters(tmp_path: Path) -> None:
     """./pants sets [python-bootstrap].search_path to the folders of the CPython 3.9 and 3.11 it
     finds (where the interpreter runs from, not a pyenv shim's folder), so a cold build probes two interpreters, not
-    every one of pyenv and PATH; a search path the user sets wins; with 3.11 missing it leaves
-    pants.toml's, for Pants' own error. The Pants venv here is a stand-in that prints what Pants
+    every one of pyenv and PATH; a search path the user sets wins; with 3.11 missing and none pinned
+    it leaves pants.toml's, for Pants' own error. The Pants venv here is a stand-in that prints what Pants
     would read."""
     repo, home = tmp_path / "repo", tmp_path / "home"
     for path in ("pants", "3rdparty/pants/requirements.txt", "3rdparty/bootstrap/bootstrap.py", "3rdparty/wheelhouse.toml"):
@@ -141,13 +133,16 @@ def test_interpreter_discovery_searches_only_the_declared_interpreters(tmp_path:
     (venv / f".ready-{hashlib.sha256(stamp).hexdigest()[:16]}").write_text("ok\n")
     (venv / "bin/python").write_text('#!/bin/sh\necho "search_path=${PANTS_PYTHON_BOOTSTRAP_SEARCH_PATH:-unset}"\n')
     (venv / "bin/python").chmod(0o755)
-    py39, py311 = _interpreter("3.9"), _interpreter("3.11")
+    py39, py311 = machine_cpython("3.9"), machine_cpython("3.11")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("bash", "cat", "sha256sum", "cut", "dirname"):
+    for tool in ("bash", "cat", "sha256sum", "cut", "dirname", "uname"):
         os.symlink(shutil.which(tool), bin_dir / tool)
     os.symlink(py39, bin_dir / "python3.9")
-    env = {"PATH": str(bin_dir), "HOME": str(home), "PYENV_ROOT": str(tmp_path / "no-pyenv")}
+    # No pins: a missing interpreter cannot be fetched (test_bootstrap_interpreters.py fetches).
+    (tmp_path / "no-pins.txt").write_text("")
+    env = {"PATH": str(bin_dir), "HOME": str(home), "PYENV_ROOT": str(tmp_path / "no-pyenv"),
+           "LOCALAI_BUILD_INTERPRETERS": str(tmp_path / "no-pins.txt")}
 
     def search_path(**extra: str) -> str:
         out = subprocess.run(["./pants", "--version"], cwd=repo, env={**env, **extra}, capture_output=True, text=True)
