@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
+from pants.base.build_root import BuildRoot
 from pants.testutil.rule_runner import RuleRunner
 
 
@@ -22,6 +24,36 @@ class LocalAIRuleRunner(RuleRunner):
     def create_options_bootstrapper(self, args, env):
         return super().create_options_bootstrapper([f"--build-file-prelude-globs={MACROS}", *args], env)
 
+    def empty(self) -> None:
+        """Back to a new runner's state, keeping its rule graph: no files (each one invalidated, as
+        for a write: the engine memoizes what it read), no options, a new session."""
+        root = Path(self.build_root)
+        paths = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.relative_to(root).parts[0] != ".pants.d"]
+        for child in root.iterdir():
+            if child.name == ".pants.d":
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        self._invalidate_for(*paths)
+        BuildRoot().path = self.build_root  # a global, set by the runner created last
+        self.extra_session_values = {}
+        self.set_options([])
+
+
+# Creating a RuleRunner solves the whole rule graph: about 8 s of one core on CI's machine, most of
+# a plugin test's time. The runner a test got is kept, and a later test that asks for the same rules
+# gets it emptied instead. Only in a test's body: a fixture's runner (set up once for a module) is
+# never kept, and a test asking twice gets two runners.
+_KEPT: dict[tuple, tuple[str, LocalAIRuleRunner]] = {}
+
+
+def _current_test() -> tuple[str, str]:
+    """(the running test's id, its phase: setup, call or teardown), from pytest's own variable."""
+    test, _, phase = os.environ.get("PYTEST_CURRENT_TEST", "").rpartition(" ")
+    return test, phase.strip("()")
+
 
 def make_rule_runner(*query_rules, extra_target_types=()) -> RuleRunner:
     from pants.backend.python import register as python_backend
@@ -29,16 +61,24 @@ def make_rule_runner(*query_rules, extra_target_types=()) -> RuleRunner:
 
     from localai import register
 
-    runner = LocalAIRuleRunner(
-        aliases=[register.build_file_aliases()],
-        rules=[*core.rules(), *python_backend.rules(), *register.rules(), *query_rules],
-        target_types=[
-            *core.target_types(),
-            *python_backend.target_types(),
-            *register.target_types(),
-            *extra_target_types,
-        ],
-    )
+    key, (test, phase) = (query_rules, tuple(extra_target_types)), _current_test()
+    kept = _KEPT.get(key)
+    if phase == "call" and kept and kept[0] != test:
+        runner = kept[1]
+        runner.empty()
+    else:
+        runner = LocalAIRuleRunner(
+            aliases=[core.build_file_aliases(), register.build_file_aliases()],
+            rules=[*core.rules(), *python_backend.rules(), *register.rules(), *query_rules],
+            target_types=[
+                *core.target_types(),
+                *python_backend.target_types(),
+                *register.target_types(),
+                *extra_target_types,
+            ],
+        )
+    if phase == "call":
+        _KEPT[key] = (test, runner)
     runner.write_files({MACROS: (Path(__file__).parent / "macros.py").read_text()})
     return runner
 

@@ -5,13 +5,12 @@ import io
 import tarfile
 
 import pytest
-from pants.core.target_types import FileTarget, http_source
 from pants.engine.fs import EMPTY_DIGEST, DigestContents
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from localai.package.portable_python import PortablePython, PortablePythonRequest
-from localai.testutil import pex_cli_options
+from localai.testutil import make_rule_runner, pex_cli_options
 
 
 def _archive() -> bytes:
@@ -25,22 +24,7 @@ def _archive() -> bytes:
 
 
 def _runner(*options: str) -> RuleRunner:
-    from pants.backend.python import register as python_backend
-    from pants.core import register as core
-
-    from localai import register
-
-    rule_runner = RuleRunner(
-        rules=[
-            *core.rules(),
-            *python_backend.rules(),
-            *register.rules(),
-            QueryRule(PortablePython, [PortablePythonRequest]),
-            QueryRule(DigestContents, [type(EMPTY_DIGEST)]),
-        ],
-        target_types=[FileTarget],
-        objects={"http_source": http_source},
-    )
+    rule_runner = make_rule_runner(QueryRule(PortablePython, [PortablePythonRequest]), QueryRule(DigestContents, [type(EMPTY_DIGEST)]))
     # The unpack runs under a Python found like the build's (pex tool from ~/.cache, not GitHub).
     rule_runner.set_options([*pex_cli_options(), *options], env_inherit={"PATH", "PYENV_ROOT", "HOME"})
     return rule_runner
