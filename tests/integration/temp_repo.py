@@ -73,6 +73,18 @@ def run_pants(repo: Path, *args: str, timeout: float = 900, env: dict[str, str] 
     )
 
 
+def local_index_options(repo: Path) -> list[str]:
+    """Pants options that make a temporary repository's own folders its package sources: `.pypi/`
+    as the only index (find-links) and `.wheelhouse/` as the accelerator wheelhouse."""
+    wheelhouse = repo / ".wheelhouse"
+    return [
+        "--python-repos-indexes=[]",
+        f"--python-repos-find-links=['file://{repo}/.pypi/']",
+        f"--python-repos-path-mappings=['WHEELHOUSE|{wheelhouse}']",
+        f"--subprocess-environment-env-vars=['LOCALAI_WHEELHOUSE={wheelhouse}']",
+    ]
+
+
 def write_wheel(folder: Path, name: str, version: str) -> Path:
     """A minimal valid pure-Python wheel (METADATA, WHEEL, RECORD), enough for pip to lock it."""
     folder.mkdir(parents=True, exist_ok=True)

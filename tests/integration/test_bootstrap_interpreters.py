@@ -10,6 +10,7 @@ code path is the one the real pins take; only the source differs.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -17,14 +18,10 @@ import subprocess
 from pathlib import Path
 
 from tests.integration.portable_python_standin import machine_cpython, relocated_cpython_archive
-from tests.integration.temp_repo import declare_backend, make_temp_repo, resolve_options, run_pants, write_wheel
+from tests.integration.temp_repo import declare_backend, local_index_options, make_temp_repo, resolve_options, run_pants, write_wheel
 
 # What ./pants and its bootstrap run besides Python: coreutils, tar and gzip. No curl: a file:// pin is copied.
 TOOLS = ("bash", "cat", "sha256sum", "cut", "dirname", "uname", "mkdir", "mktemp", "cp", "rm", "mv", "tar", "gzip")
-
-
-def _sha256(path: Path) -> str:
-    return subprocess.run(["sha256sum", str(path)], check=True, capture_output=True, text=True).stdout.split()[0]
 
 
 def _pins(path: Path, rows: dict[str, tuple[str, Path]]) -> Path:
@@ -66,16 +63,13 @@ def test_a_machine_without_cpython_fetches_the_pinned_builds(tmp_path: Path) -> 
     assert "CPython 3.9 not found" in result.stderr
     assert not list((cache / "python").iterdir())
 
-    _pins(tmp_path / "interpreters.txt", {v: (_sha256(a), a) for v, a in archives.items()})
+    _pins(tmp_path / "interpreters.txt", {v: (hashlib.sha256(a.read_bytes()).hexdigest(), a) for v, a in archives.items()})
     wheelhouse = repo / ".wheelhouse"
     write_wheel(wheelhouse / "cpu", "demo-torch", "2.13.0+cpu")
     write_wheel(repo / ".pypi", "grpcio-tools", "1.85.1")
     declare_backend(repo, "demo", {"cpu": "demo-torch==2.13.0\n"}, "grpcio-tools\n")
-    options = ["--python-repos-indexes=[]", f"--python-repos-find-links=['file://{repo}/.pypi/']",
-               f"--python-repos-path-mappings=['WHEELHOUSE|{wheelhouse}']",
-               f"--subprocess-environment-env-vars=['LOCALAI_WHEELHOUSE={wheelhouse}']",
-               *resolve_options("demo", ["cpu"])]
-    result = run_pants(repo, *options, "generate-lockfiles", "--resolve=demo-cpu", env=env)
+    result = run_pants(repo, *local_index_options(repo), *resolve_options("demo", ["cpu"]), "generate-lockfiles",
+                       "--resolve=demo-cpu", env=env)
     assert result.returncode == 0, result.stdout[-4000:]
     for version in ("3.9", "3.11"):
         assert f"no CPython {version} on this machine: fetching the one" in result.stdout

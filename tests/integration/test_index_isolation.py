@@ -13,7 +13,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from tests.integration.temp_repo import declare_backend, make_temp_repo, resolve_options, run_pants, write_wheel
+from tests.integration.temp_repo import declare_backend, local_index_options, make_temp_repo, resolve_options, run_pants, write_wheel
 
 
 def locked_versions(lockfile: Path) -> dict[str, str]:
@@ -29,13 +29,7 @@ def repo(tmp_path) -> tuple[Path, list[str]]:
     write_wheel(wheelhouse / "cpu", "demo-torch", "2.13.0+cpu")
     write_wheel(repo / ".pypi", "demo-torch", "2.13.0")
     write_wheel(repo / ".pypi", "grpcio-tools", "1.85.1")
-    options = [
-        "--python-repos-indexes=[]",
-        f"--python-repos-find-links=['file://{repo}/.pypi/']",
-        f"--python-repos-path-mappings=['WHEELHOUSE|{wheelhouse}']",
-        f"--subprocess-environment-env-vars=['LOCALAI_WHEELHOUSE={wheelhouse}']",
-    ]
-    return repo, options
+    return repo, local_index_options(repo)
 
 
 def test_cuda_resolve_cannot_lock_the_cpu_wheel(repo) -> None:
