@@ -5,7 +5,7 @@ locked LocalAI's rfdetr with inference 0.11.0 beside the numpy and opencv-python
 excludes). Pants' `generate-lockfiles` writes such a lock, and has no hook after it locks.
 `localai-lock --resolve=<resolve>` asks the same lock of the same rules (the Python backend's
 GeneratePythonLockfile for a build-machine variant: the bytes `generate-lockfiles` writes;
-goals/platform_lockfiles.py for a cross-built one), checks it (model/lock_consistency.py) and
+goals/pex_lock.py for a cross-built one or one with BUILD `exclude`), checks it (model/lock_consistency.py) and
 writes only the locks that pass; `localai-platform-lockfiles` does the same for every cross-built
 variant (or the named ones). A lock that fails is printed with each requirement it breaks and
 the fix, and the lockfile already in the repository stays as it was.
@@ -24,7 +24,7 @@ from pants.option.option_types import StrListOption
 from pants.util.logging import LogLevel
 
 from localai.errors import LocalAIError
-from localai.goals.platform_lockfiles import PlatformLockfile, PlatformLockfileRequest
+from localai.goals.pex_lock import PexLock, PexLockRequest
 from localai.model.lockfile import Lockfile
 from localai.model.variant import AllBackendVariants, BackendVariant, inconsistent_lock_message
 
@@ -103,8 +103,8 @@ class VariantLock:
 @rule(desc="Lock a backend variant", level=LogLevel.DEBUG)
 async def lock_variant(request: VariantLockRequest) -> VariantLock:
     variant = request.variant.variant
-    if variant.platform.cross:
-        file = (await Get(PlatformLockfile, PlatformLockfileRequest(request.variant))).file
+    if variant.platform.cross or request.variant.exclude:  # what `generate-lockfiles` cannot ask (goals/pex_lock.py)
+        file = (await Get(PexLock, PexLockRequest(request.variant))).file
     else:
         # What `generate-lockfiles --resolve=<it>` asks: the same request, the same rule, the same bytes.
         (lock_request,) = await Get(UserGenerateLockfiles, RequestedPythonUserResolveNames([variant.resolve]))

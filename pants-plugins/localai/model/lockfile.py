@@ -85,6 +85,14 @@ def parse_resolves(content: bytes, path: str) -> tuple[tuple[LockedRequirement, 
         raise _format_error(path, e) from e
 
 
+def parse_excluded(content: bytes, path: str) -> tuple[str, ...]:
+    """The projects the lock was made without (pex's `lock create --exclude`), with what only they need."""
+    try:
+        return tuple(lockfile_json(content).get("excluded", ()))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # AttributeError: JSON that is not an object
+        raise _format_error(path, e) from e
+
+
 def parse_roots(content: bytes, path: str) -> tuple[str, ...] | None:
     """The requirements the lock was made for (PEP 508 strings): what an install starts from;
     None when the lock does not record them."""
@@ -113,6 +121,9 @@ class Lockfile:
 
     def roots(self) -> tuple[str, ...] | None:
         return parse_roots(self.content, self.path)
+
+    def excluded(self) -> tuple[str, ...]:
+        return parse_excluded(self.content, self.path)
 
     def versions(self) -> tuple[tuple[str, str], ...]:
         """(project, version) pairs."""

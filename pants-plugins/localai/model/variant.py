@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from packaging.utils import canonicalize_name  # pants: no-infer-dep (packaging comes with pantsbuild.pants)
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.engine.addresses import Address
 from pants.engine.collection import Collection
@@ -29,7 +30,7 @@ from pants.util.logging import LogLevel
 from localai.errors import LocalAIError
 from localai.model.accelerators import Accelerator, AcceleratorMatrix, python_version_of
 from localai.model.layout import LAYOUTS, Layout
-from localai.model.lock_consistency import closure_pins, unsatisfied
+from localai.model.lock_consistency import unsatisfied
 from localai.model.lockfile import Lockfile, LockfileRequest, MaybeLockfile
 from localai.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform, platform_named
 from localai.target_types import (
@@ -155,13 +156,6 @@ class Variant:
     def lockfile(self) -> str:
         return lockfile_path(self.resolve)
 
-    @property
-    def lock_command(self) -> str:
-        """The command that (re)generates its lockfile: a cross-built variant's is locked for its
-        platform alone (goals/platform_lockfiles.py); `localai-lock` (goals/lock.py) checks either before writing."""
-        goal = "localai-platform-lockfiles" if self.platform.cross else "generate-lockfiles"
-        return f"./pants {goal} --resolve={self.resolve}"
-
     def unsatisfied_by(self, lockfile: Lockfile) -> tuple[str, ...]:
         """The requirements `lockfile` breaks on this variant's machine and CPython (model/lock_consistency.py)."""
         return unsatisfied(lockfile, self.platform.machine, python_version_of(self.accelerator.python))
@@ -228,7 +222,7 @@ async def resolve_variant(request: VariantRequest, python_setup: PythonSetup) ->
     if variant.prelock and variant.platform.cross:
         raise VariantConfigError(
             f"{context}: prelock is set on a cross-built ({variant.platform.name}) variant; its lock comes from "
-            f"goals/platform_lockfiles.py, not from `generate-lockfiles`, which the uv pins feed. Fix: drop prelock for it."
+            f"goals/pex_lock.py, not from `generate-lockfiles`, which the uv pins feed. Fix: drop prelock for it."
         )
     problems = []
     lockfile = python_setup.resolves.get(variant.resolve)
@@ -280,12 +274,21 @@ class BackendVariant:
         return self.variant.address
 
     @property
+    def lock_command(self) -> str:
+        """The command that (re)generates its lockfile: a cross-built variant's is locked for its
+        platform alone, one with `exclude` with pex's `--exclude` (goals/pex_lock.py), which Pants'
+        `generate-lockfiles` cannot pass; `localai-lock` (goals/lock.py) checks any before writing."""
+        v = self.variant
+        goal = "localai-platform-lockfiles" if v.platform.cross else "localai-lock" if self.exclude else "generate-lockfiles"
+        return f"./pants {goal} --resolve={v.resolve}"
+
+    @property
     def why_unlocked(self) -> str:
         """Why there is no lockfile: the target's reason, the accelerator's, or how to make it."""
         return (
             self.not_lockable_here
             or self.variant.accelerator.lock_note
-            or f"not generated yet: `{self.variant.lock_command}`"
+            or f"not generated yet: `{self.lock_command}`"
         )
 
     def locked(self) -> Lockfile:
@@ -295,7 +298,7 @@ class BackendVariant:
             raise MissingLockfileError(
                 f"{v.address}: {v.lockfile} does not exist, so this variant cannot be built.\n"
                 f"  Why: {self.why_unlocked}.\n  Fix: on a machine that reaches PyPI and "
-                f"{v.accelerator.index}, run\n    {v.lock_command}\n"
+                f"{v.accelerator.index}, run\n    {self.lock_command}\n"
                 f"  and commit {v.lockfile}."
             )
         return self.lockfile
@@ -306,23 +309,21 @@ class BackendVariant:
         exempt projects are not among them."""
         if not self.lockfile:
             return ()
-        return self.variant.accelerator.forbidden_in(self.shipped_versions(), self.exempt)
+        return self.variant.accelerator.forbidden_in(self.lockfile.versions(), self.exempt)
 
-    def shipped_versions(self) -> tuple[tuple[str, str], ...]:
-        """The lockfile's (project, version) pairs the artifact can hold: all of them, or with
-        `exclude`, those of its closure on the variant's platform (the others are never installed)."""
-        if not self.exclude:
-            return self.lockfile.versions()
-        shipped = {pin.partition("==")[0] for pin in self.excluding_pins()}
-        return tuple((name, version) for name, version in self.lockfile.versions() if name in shipped)
-
-    def excluding_pins(self) -> tuple[str, ...]:
-        """`project==version` of every locked project the variant installs when `exclude` is left
-        out: the closure of the lock's roots on its machine and CPython, stopped at the excluded
-        projects (model/lock_consistency.py); an excluded root is refused (ExcludedRootError), so
-        `packageable_lock` refuses it before anything is built."""
+    def exclusion_mismatch(self) -> str | None:
+        """Why the lockfile was not locked for BUILD `exclude`, or None when it was: pex's `lock create
+        --exclude` records the projects it left out; a lock `generate-lockfiles` wrote holds them."""
+        if not self.lockfile:
+            return None
+        locked_without = {canonicalize_name(e) for e in self.lockfile.excluded()}
+        if locked_without == {canonicalize_name(e) for e in self.exclude}:
+            return None
         v = self.variant
-        return closure_pins(self.locked(), v.platform.machine, python_version_of(v.accelerator.python), None, self.exclude)
+        locked = f"was locked excluding {sorted(locked_without)}" if locked_without else (
+            "was locked excluding nothing (as `generate-lockfiles` locks)"
+        )
+        return f"{v.address}: {v.lockfile} {locked}, but BUILD `exclude` names {sorted(self.exclude)}. Fix: `{self.lock_command}`."
 
     def unsatisfied_locked(self) -> tuple[str, ...]:
         """The requirements the lockfile breaks on the variant's platform: what the audit fails it
@@ -331,7 +332,9 @@ class BackendVariant:
 
     def packageable_lock(self) -> Lockfile:
         """The lockfile, refused when the audit would refuse the artifact built from it."""
-        lock, bad, broken = self.locked(), self.forbidden_locked(), self.unsatisfied_locked()
+        lock, bad, broken, mismatch = self.locked(), self.forbidden_locked(), self.unsatisfied_locked(), self.exclusion_mismatch()
+        if mismatch:
+            raise InconsistentLockError(mismatch)
         if broken:
             raise InconsistentLockError(inconsistent_lock_message(self.variant, broken))
         if bad:

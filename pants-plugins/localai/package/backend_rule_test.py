@@ -87,10 +87,22 @@ def with_requirement(lock: str, project: str, requirement: str) -> str:
     return header + "\n" + json.dumps(data)
 
 
+def without(lock: str, project: str) -> str:
+    """``lock`` as pex's `lock create --exclude=<project>` writes it: without the project (which
+    only grpcio needs here), and recording it."""
+    header, _, body = lock.partition("\n{")
+    data = json.loads("{" + body)
+    reqs = data["locked_resolves"][0]["locked_requirements"]
+    data["locked_resolves"][0]["locked_requirements"] = [r for r in reqs if r["project_name"] != project]
+    data["excluded"] = [project]
+    return header + "\n" + json.dumps(data)
+
+
 # tiny packages; nolock has no lockfile; notools does not pin grpcio-tools; cudalock's lockfile
 # holds a package the cpu accelerator forbids; brokenlock's cannot install (grpcio wants a newer
-# typing-extensions than it holds); excluding leaves the locked typing-extensions (grpcio's) out.
-BACKENDS = ("tiny", "nolock", "notools", "cudalock", "brokenlock", "excluding")
+# typing-extensions than it holds); excluding leaves typing-extensions (grpcio's) out, locked
+# without it; staleexclude excludes it too, but its lock (as `generate-lockfiles` writes one) holds it.
+BACKENDS = ("tiny", "nolock", "notools", "cudalock", "brokenlock", "excluding", "staleexclude")
 FILES = {
     **SHARED_RUNTIME,
     **layout_tool_files(),
@@ -103,8 +115,10 @@ FILES = {
     **backend("notools", requirements=PINS),
     **backend("cudalock", lockfile=with_forbidden(LOCK, "cuda-bindings")),
     **backend("brokenlock", lockfile=with_requirement(LOCK, "grpcio", "typing-extensions>=99")),
-    **backend("excluding"),
+    **backend("excluding", lockfile=without(LOCK, "typing-extensions")),
     "backends/excluding/BUILD": 'localai_backend(accelerators=["cpu"], exclude={"cpu": ["typing-extensions"]})\n',
+    **backend("staleexclude"),
+    "backends/staleexclude/BUILD": 'localai_backend(accelerators=["cpu"], exclude={"cpu": ["typing-extensions"]})\n',
 }
 
 
@@ -249,9 +263,9 @@ def test_a_lock_that_cannot_install_is_not_packaged_and_the_requirement_is_named
     assert "then `./pants localai-lock --resolve=brokenlock-cpu` (it writes the lock only if it can install)" in msg
 
 
-def test_an_excluded_project_is_locked_but_not_in_the_pex_nor_the_folder(rule_runner) -> None:
-    """BUILD `exclude`: pex's `--exclude` leaves the project out of the PEX and the folder, and
-    the PEX's boot-time resolve does not ask for it."""
+def test_an_excluded_project_is_not_in_the_pex_nor_the_folder(rule_runner) -> None:
+    """BUILD `exclude`: a lock made without the project (pex's `lock create --exclude`) builds a
+    PEX and a folder without it, and the PEX's boot-time resolve does not ask for it."""
     result = package(rule_runner, "excluding")
     paths = {e.path for e in rule_runner.request(DigestEntries, [result.digest]) if isinstance(e, FileEntry)}
     deps = {p.split("/.deps/", 1)[1].split("/", 1)[0] for p in paths if "/.deps/" in p}
@@ -262,3 +276,14 @@ def test_an_excluded_project_is_locked_but_not_in_the_pex_nor_the_folder(rule_ru
     rule_runner.write_digest(result.digest, path_prefix="dist-excluding")
     pex_info = json.loads(Path(rule_runner.build_root, "dist-excluding", info).read_text())
     assert pex_info["excluded"] == ["typing-extensions"] and not pex_info["ignore_errors"]
+
+
+def test_a_lock_made_without_the_builds_exclude_is_refused_naming_the_command(rule_runner) -> None:
+    with pytest.raises(ExecutionError) as e:
+        package(rule_runner, "staleexclude")
+    msg = str(e.value)
+    assert (
+        "backends/staleexclude:cpu: lockfiles/staleexclude-cpu.lock was locked excluding nothing (as `generate-lockfiles` "
+        "locks), but BUILD `exclude` names ['typing-extensions']"
+    ) in msg
+    assert "Fix: `./pants localai-lock --resolve=staleexclude-cpu`" in msg
