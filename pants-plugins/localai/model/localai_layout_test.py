@@ -510,3 +510,12 @@ def test_generated_requirements_of_an_imported_folders_arm64_variant_use_its_pol
         assert tgt[PythonRequirementResolveField].value == "localai-demo-cpu-arm64"
     x86_torch = rule_runner.get_target(Address("backends/localai/demo", target_name="requirements-cpu", generated_name="torch"))
     assert str(x86_torch[PythonRequirementsField].value[0]) == "torch==2.13.0+cpu"
+
+
+def test_the_repository_says_why_localais_transformers_is_no_cpu_artifact_on_either_platform(matrix, conventions) -> None:
+    files = {"requirements.txt": "grpcio==1.85.3\n", "requirements-cpu.txt": "torch==2.7.1\nbitsandbytes\n"}
+    cpu = matrix.accelerators["cpu"]
+    x86, arm64 = (variant_requirements("backends/localai/transformers", files, cpu, conventions, platform=p).unsatisfied
+                  for p in (PLATFORMS["linux_x86_64"], ARM64))
+    assert len(x86) == 1 and "whose x86_64 wheel (0.50.2)" in x86[0]
+    assert len(arm64) == 1 and "whose aarch64 wheel (0.50.2, manylinux_2_24_aarch64)" in arm64[0]
