@@ -6,7 +6,7 @@ files in LocalAI's install order against PyPI first plus the extra indexes the f
 index (HTTP HEAD). Printed next to our locked variants: the build machine's and, where the import
 declares one, the linux/arm64 variant's (`:cpu-arm64`). LocalAI's side is resolved for x86_64 only:
 pip's `--platform` picks aarch64 wheels but still evaluates markers for the host machine (measured:
-torch 2.9.1 for manylinux aarch64 then pulls 14 nvidia-* aarch64 wheels and triton, which its
+torch 2.9.1 for manylinux aarch64 then pulls 15 nvidia-* aarch64 wheels and triton, which its
 `platform_machine == "x86_64"` markers exclude on aarch64), so only our platform lock, made from
 the complete platform, says what arm64 pulls. One combined resolve approximates LocalAI's one
 `uv pip install` per file. Needs network; nothing is cached or written.
