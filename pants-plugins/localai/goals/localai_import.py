@@ -2,7 +2,9 @@
 
 For each `<dir>/<name>/` (LocalAI's backend/python/<name>/) it writes `<dir>/<name>/BUILD`, one
 line: `localai_import(accelerators=[...])`, a variant per accelerator whose LocalAI profile has
-a requirement file there; for `<dir>/common/` (LocalAI's helpers) `localai_common()`. In
+a requirement file there, plus `arm64=[...]` (by hand: `arm64_tags=["by-hand"]`) for each of those
+accelerators with a linux/arm64 pin policy ([localai.torch_family.<accel>-arm64]: cpu); for
+`<dir>/common/` (LocalAI's helpers) `localai_common()`. In
 pants.toml it writes the variants' `[python.resolves]` and `[python.resolves_to_constraints_file]`
 entries between marker comments. Re-running rewrites the same bytes; the backends' own files
 are only read. `--check` writes nothing and fails when something would change.
