@@ -67,6 +67,7 @@ from localai.model.requirements import (
     layer_with_origin,
     normalized_name,
 )
+from localai.model.variant import variant_name
 from localai.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform, cross_platforms, platform_with_suffix
 
 REQUIREMENT_FILE = re.compile(r"^requirements(?:-(?P<suffix>.+))?\.txt$")
@@ -284,7 +285,7 @@ class LocalAIConventions:
         """The cross-built platforms the import declares ``accel``'s variants for: those the
         accelerator lists that have a pin policy of their own ([localai.torch_family.<accel><suffix>])."""
         return tuple(
-            p for p in cross_platforms() if p.name in accel.platforms and f"{accel.name}{p.suffix}" in self.torch_family
+            p for p in cross_platforms() if p.name in accel.platforms and variant_name(accel.name, p) in self.torch_family
         )
 
     def profile_of(self, accelerator: str) -> Profile | None:
@@ -520,7 +521,7 @@ def variant_requirements(
     """A LocalAI folder's requirements for one accelerator on ``platform``: LocalAI's files of the
     accelerator's profile (the same on every platform), the pin policy of the variant.
     ``files``: {file name: content}."""
-    variant = accel.name + platform.suffix
+    variant = variant_name(accel.name, platform)
     if platform.cross and platform not in conventions.cross_platforms_of(accel):
         raise LocalAILayoutError(
             f"{directory}: the {variant} variant has no pin policy: [localai.torch_family.{variant}] is missing from "
