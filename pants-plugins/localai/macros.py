@@ -61,37 +61,42 @@ def localai_backend(accelerators, size_budget_mb=None, not_lockable_here=None, v
             exclude=exclude.get(accel, ()),
             host_libs=host_libs.get(accel),
         )
-    _arm64_variants(arm64, arm64_engines, size_budget_mb, not_lockable_here, version, tags if arm64_tags is None else arm64_tags,
-                    exclude, host_libs)
+    _arm64_variants(
+        arm64, arm64_engines, tags if arm64_tags is None else arm64_tags,
+        lambda name: dict(size_budget_mb=size_budget_mb.get(name), not_lockable_here=not_lockable_here.get(name),
+                          version=version, exclude=exclude.get(name, ()), host_libs=host_libs.get(name)),
+    )
 
 
-def _arm64_variants(arm64, arm64_engines, size_budget_mb, not_lockable_here, version, arm64_tags, exclude, host_libs):
-    """`:<accel>-arm64` per accelerator of arm64=[...], and the image index of both platforms' images."""
+def _arm64_variants(arm64, arm64_engines, arm64_tags, fields_of, layout=None):
+    """`:<accel>-arm64` per accelerator of arm64=[...], and the image index of both platforms' images:
+    the one declaration of a cross-built variant, for our backends and LocalAI's imported folders
+    (layout="localai"). fields_of(variant name) gives that variant's own fields (its budget, note, ...)."""
+    own_layout = {} if layout is None else {"layout": layout}
     for accel in arm64:
         name = f"{accel}-arm64"  # the suffix of linux_aarch64 in platforms.py
-        localai_requirements(name=f"requirements-{name}", accelerator=accel, platform="linux_aarch64")
+        localai_requirements(name=f"requirements-{name}", accelerator=accel, platform="linux_aarch64", **own_layout)
         localai_backend_variant(
             name=name,
             accelerator=accel,
             platform="linux_aarch64",
             dependencies=[":src", f":requirements-{name}", *arm64_engines],
-            size_budget_mb=size_budget_mb.get(name),
-            not_lockable_here=not_lockable_here.get(name),
-            version=version,
             tags=arm64_tags,
-            exclude=exclude.get(name, ()),
-            host_libs=host_libs.get(name),
+            **own_layout,
+            **fields_of(name),
         )
         # One OCI image index over both platforms' images (oci/index.py).
         localai_image_index(name=f"{accel}-index", variants=[f":{accel}", f":{name}"], tags=arm64_tags)
 
 
-def _check_variant_names(accelerators, size_budget_mb, not_lockable_here, arm64, engines, arm64_engines, prelock):
+def _check_variant_names(accelerators, size_budget_mb, not_lockable_here, arm64, engines, arm64_engines, prelock,
+                         macro="localai_backend"):
     """The arguments that name variants or accelerators name declared ones, and arm64 engines come with arm64."""
     variants = [*accelerators, *(f"{accel}-arm64" for accel in arm64)]
     for key in list(size_budget_mb) + list(not_lockable_here):
         if key not in variants:
             _backend_error(
+                macro,
                 f"'{key}' is given a budget or a note but is not a variant: "
                 f"accelerators={list(accelerators)}, arm64={list(arm64)} ('<accelerator>-arm64')",
                 f"Name one of {variants} as the key, or declare the variant.",
@@ -100,25 +105,28 @@ def _check_variant_names(accelerators, size_budget_mb, not_lockable_here, arm64,
         for accel in accels:
             if accel not in accelerators:
                 _backend_error(
+                    macro,
                     f"{option}=[...] names '{accel}', which is not in accelerators={list(accelerators)}",
                     f"Add '{accel}' to accelerators=[...] or remove it from {option}=[...].",
                 )
     if arm64 and engines and not arm64_engines:
         _backend_error(
+            macro,
             "arm64=[...] with engines=[...] needs arm64_engines=[...]: the engines' "
             "aarch64 builds the arm64 variants carry",
             "Add arm64_engines=[...], e.g. arm64_engines=[\"engines/minilm:arm64-neon\"] (levels in "
             "backends/common/cpu_levels.json).",
         )
     if arm64_engines and not arm64:
-        _backend_error("arm64_engines=[...] without arm64=[...]: no variant would carry them",
+        _backend_error(macro, "arm64_engines=[...] without arm64=[...]: no variant would carry them",
                        "Add arm64=[...] naming the accelerators that get an arm64 variant, or drop arm64_engines.")
 
 
-def _backend_error(cause, fix):
-    """A wrong localai_backend(...) argument: LocalAIError (the plugin's errors.py, given to BUILD
-    files by register.py's build_file_aliases) naming the BUILD file, the argument and the fix."""
-    raise LocalAIError(f"localai_backend(...): {cause}", file=f"{build_file_dir()}/BUILD", fix=fix)
+def _backend_error(macro, cause, fix):
+    """A wrong localai_backend(...) (or localai_import(...)) argument: LocalAIError (the plugin's
+    errors.py, given to BUILD files by register.py's build_file_aliases) naming the BUILD file, the
+    argument and the fix."""
+    raise LocalAIError(f"{macro}(...): {cause}", file=f"{build_file_dir()}/BUILD", fix=fix)
 
 
 def _is_names(value, allow_none=False, non_empty=False):
@@ -177,7 +185,7 @@ def _check_backend_arguments(**arguments):
     for name, value in arguments.items():
         check, expected, example = expectations[name]
         if not check(value):
-            _backend_error(f"{name}={value!r}: expected {expected}", f"Write e.g. {name}={example}.")
+            _backend_error("localai_backend", f"{name}={value!r}: expected {expected}", f"Write e.g. {name}={example}.")
 
 
 def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=None, cpptests_level="avx2",
@@ -219,19 +227,25 @@ def localai_engine(library, header, ggml_archive, test_binary=None, cpu_levels=N
 
 
 def localai_import(
-    accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0", extra_indexes=None, prelock=(), exempt=None
+    accelerators, not_lockable_here=None, size_budget_mb=None, version="0.1.0", extra_indexes=None, prelock=(), exempt=None,
+    arm64=(), arm64_tags=None,
 ):
     """One of LocalAI's own backend folders (backend/python/<name>/, copied unchanged), as
     written by `./pants localai-import`: a variant per accelerator whose LocalAI profile has a
-    requirement file. Its backend.py runs unchanged: top-level backend_pb2 stubs are generated
-    from backends/proto, and LocalAI's ../common helpers are packaged next to it."""
+    requirement file, and `:<accel>-arm64` per accelerator of arm64=[...] (cross-built, as
+    localai_backend's, with the pin policy [localai.torch_family.<accel>-arm64]). Per-variant
+    arguments are keyed by variant name (cpu, cpu-arm64). Its backend.py runs unchanged: top-level
+    backend_pb2 stubs are generated from backends/proto, and LocalAI's ../common helpers are
+    packaged next to it."""
     not_lockable_here = not_lockable_here or {}
     size_budget_mb = size_budget_mb or {}
-    # {accelerator: [index, ...]}: the folder's own indexes declared for that variant alone
+    # {variant: [index, ...]}: the folder's own indexes declared for that variant alone
     # ([localai.overrides.<folder>] extra_indexes); its resolve's pip options add them.
     extra_indexes = extra_indexes or {}
-    # {accelerator: {project: why}}: forbidden projects that variant may hold ([localai.overrides.<folder>] exempt)
+    # {variant: {project: why}}: forbidden projects that variant may hold ([localai.overrides.<folder>] exempt)
     exempt = exempt or {}
+    _check_variant_names(accelerators, size_budget_mb, {**not_lockable_here, **extra_indexes, **exempt}, arm64, (), (),
+                         prelock, macro="localai_import")
     localai_sources(
         name="src",
         # Its sibling packages too (tinygrad's tool_parsers/): backend.py imports them by name.
@@ -253,6 +267,12 @@ def localai_import(
             prelock=accel in prelock,
             exempt=exempt.get(accel),
         )
+    _arm64_variants(
+        arm64, (), arm64_tags,
+        lambda name: dict(size_budget_mb=size_budget_mb.get(name), not_lockable_here=not_lockable_here.get(name),
+                          version=version, extra_indexes=extra_indexes.get(name), exempt=exempt.get(name)),
+        layout="localai",
+    )
 
 
 def localai_common():

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from pants.build_graph.address import Address
 from pants.engine.internals.scheduler import ExecutionError
+from pants.engine.target import Tags
 
+from localai.target_types import AcceleratorField, ExemptField, LayoutField, NotLockableHereField, PlatformField
 from localai.testutil import backend_files, make_rule_runner
 
 
@@ -78,3 +80,55 @@ def test_right_arguments_still_declare_the_variants(rule_runner) -> None:
     )
     target = rule_runner.get_target(Address("backends/x", target_name="cpu"))
     assert target.address.spec == "backends/x:cpu"
+
+
+def _imported_folder(rule_runner, line: str) -> None:
+    """A LocalAI folder as `./pants localai-import` writes it (its requirement files, one BUILD line)."""
+    rule_runner.write_files({
+        "backends/localai/common/BUILD": "localai_common()\n",
+        "backends/localai/common/grpc_auth.py": "",
+        "backends/localai/y/backend.py": "",
+        "backends/localai/y/requirements.txt": "grpcio==1.85.3\n",
+        "backends/localai/y/requirements-cpu.txt": "torch==2.7.1\ntorchaudio\n",
+        "backends/localai/y/BUILD": line + "\n",
+    })
+
+
+def test_localai_import_declares_the_arm64_variant_as_localai_backend_does(rule_runner) -> None:
+    _imported_folder(
+        rule_runner,
+        'localai_import(accelerators=["cpu"], arm64=["cpu"], arm64_tags=["by-hand"], '
+        'not_lockable_here={"cpu": "x86_64 torchaudio is CUDA"}, exempt={"cpu-arm64": {"nvidia-ml-py": "pure Python"}})',
+    )
+    arm64 = rule_runner.get_target(Address("backends/localai/y", target_name="cpu-arm64"))
+    assert (arm64[AcceleratorField].value, arm64[PlatformField].value, arm64[LayoutField].value) == ("cpu", "linux_aarch64", "localai")
+    assert arm64[NotLockableHereField].value is None  # keyed by variant: the note is the x86_64 variant's
+    assert tuple(arm64.get(Tags).value) == ("by-hand",)
+    assert dict(arm64.get(ExemptField).value) == {"nvidia-ml-py": "pure Python"}
+    requirements = rule_runner.get_target(Address("backends/localai/y", target_name="requirements-cpu-arm64"))
+    assert (requirements[PlatformField].value, requirements[LayoutField].value) == ("linux_aarch64", "localai")
+    cpu = rule_runner.get_target(Address("backends/localai/y", target_name="cpu"))
+    assert (cpu[PlatformField].value, cpu[NotLockableHereField].value) == ("linux_x86_64", "x86_64 torchaudio is CUDA")
+    assert rule_runner.get_target(Address("backends/localai/y", target_name="cpu-index")).address.spec == "backends/localai/y:cpu-index"
+
+
+def test_localai_import_without_arm64_declares_no_arm64_variant(rule_runner) -> None:
+    _imported_folder(rule_runner, 'localai_import(accelerators=["cpu"])')
+    assert rule_runner.get_target(Address("backends/localai/y", target_name="cpu")).address.spec == "backends/localai/y:cpu"
+    with pytest.raises(ExecutionError, match="cpu-arm64"):
+        rule_runner.get_target(Address("backends/localai/y", target_name="cpu-arm64"))
+
+
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [
+        ('arm64=["cuda13"]', "arm64=[...] names 'cuda13', which is not in accelerators=['cpu']"),
+        ('not_lockable_here={"cuda13-arm64": "why"}', "'cuda13-arm64' is given a budget or a note but is not a variant"),
+    ],
+)
+def test_localai_import_refuses_an_arm64_variant_of_no_declared_accelerator(rule_runner, arguments, expected) -> None:
+    _imported_folder(rule_runner, f'localai_import(accelerators=["cpu"], {arguments})')
+    with pytest.raises(ExecutionError) as e:
+        rule_runner.get_target(Address("backends/localai/y", target_name="cpu"))
+    assert "LocalAIError: backends/localai/y/BUILD: localai_import(...): " in str(e.value), str(e.value)
+    assert expected in str(e.value)

@@ -49,3 +49,13 @@ def platform_named(name: str, *, context: str) -> TargetPlatform:
         )
     return PLATFORMS[name]
 
+
+
+def cross_platforms() -> tuple[TargetPlatform, ...]:
+    """The platforms whose variants are cross-built here (their names carry a suffix)."""
+    return tuple(p for p in PLATFORMS.values() if p.cross)
+
+
+def platform_with_suffix(suffix: str) -> TargetPlatform:
+    """The platform a variant name's suffix names ("" is the build machine's)."""
+    return next(p for p in PLATFORMS.values() if p.suffix == suffix)

@@ -3,8 +3,13 @@
 Per imported folder and LocalAI profile it is built for (layout.builds_profile): pip resolves the profile's
 files in LocalAI's install order against PyPI first plus the extra indexes the files name
 (`pip install --dry-run --report`, no host pip configuration), and the wheel sizes come from the
-index (HTTP HEAD). Printed next to our locked variant. One combined resolve approximates LocalAI's
-one `uv pip install` per file. Needs network; nothing is cached or written.
+index (HTTP HEAD). Printed next to our locked variants: the build machine's and, where the import
+declares one, the linux/arm64 variant's (`:cpu-arm64`). LocalAI's side is resolved for x86_64 only:
+pip's `--platform` picks aarch64 wheels but still evaluates markers for the host machine (measured:
+torch 2.9.1 for manylinux aarch64 then pulls 15 nvidia-* aarch64 wheels and triton, which its
+`platform_machine == "x86_64"` markers exclude on aarch64), so only our platform lock, made from
+the complete platform, says what arm64 pulls. One combined resolve approximates LocalAI's one
+`uv pip install` per file. Needs network; nothing is cached or written.
 """
 from __future__ import annotations
 
@@ -117,6 +122,14 @@ def ours_line(path: str, lockfile: Lockfile | None, profile: Profile) -> str:
         return f"{path} not generated"
     cuda = [n for n in lockfile.projects() if is_cuda(n)]
     return f"{path}: {len(cuda)} nvidia/cuda/triton packages" + (f" ({', '.join(cuda[:3])}, ...)" if cuda else "")
+
+
+def ours_by_platform(lines: list[tuple[str, str]]) -> str:
+    """Our variants of one profile, per platform ((platform, ours_line), the build machine's first):
+    `x86_64: ...; arm64: ...` when there are several."""
+    if len(lines) == 1:
+        return lines[0][1]
+    return "; ".join(f"{platform}: {line}" for platform, line in lines)
 
 
 @dataclass(frozen=True)

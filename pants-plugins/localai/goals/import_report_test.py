@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from localai.goals.import_report import Resolution, ours_line, report_line, totals_line
+from localai.goals.import_report import Resolution, ours_by_platform, ours_line, report_line, totals_line
 from localai.model.localai_layout import Profile
 from localai.model.lockfile import Lockfile
 from localai.testutil import fake_lockfile
@@ -52,3 +52,18 @@ def test_totals_count_only_the_resolutions_that_succeeded() -> None:
         "total: 2 of 3 resolved; LocalAI's files pull 1 nvidia/cuda/triton packages (400 MB) in 1 of them; "
         "3 packages, 1,220 MB in all"
     )
+
+
+def test_the_arm64_lock_is_reported_beside_the_x86_64_one() -> None:
+    x86 = fake_lockfile({"torch": ("2.13.0+cpu", [])}).encode()
+    arm64 = fake_lockfile({"torch": ("2.9.1", []), "triton": ("3.5.1", [])}).encode()
+    ours = ours_by_platform([
+        ("x86_64", ours_line("lockfiles/localai-demo-cpu.lock", Lockfile.of("lockfiles/localai-demo-cpu.lock", x86), CPU)),
+        ("aarch64", ours_line("lockfiles/localai-demo-cpu-arm64.lock", Lockfile.of("lockfiles/localai-demo-cpu-arm64.lock", arm64), CPU)),
+    ])
+    assert report_line("d", CPU, Resolution((("torch", "2.7.1", 1),)), ours).endswith(
+        "| ours: x86_64: lockfiles/localai-demo-cpu.lock: 0 nvidia/cuda/triton packages; "
+        "aarch64: lockfiles/localai-demo-cpu-arm64.lock: 1 nvidia/cuda/triton packages (triton, ...)"
+    )
+    # A profile with one platform (no arm64 variant) reads as before.
+    assert ours_by_platform([("x86_64", "lockfiles/x.lock not generated")]) == "lockfiles/x.lock not generated"

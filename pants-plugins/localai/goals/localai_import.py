@@ -2,7 +2,9 @@
 
 For each `<dir>/<name>/` (LocalAI's backend/python/<name>/) it writes `<dir>/<name>/BUILD`, one
 line: `localai_import(accelerators=[...])`, a variant per accelerator whose LocalAI profile has
-a requirement file there; for `<dir>/common/` (LocalAI's helpers) `localai_common()`. In
+a requirement file there, plus `arm64=[...]` (by hand: `arm64_tags=["by-hand"]`) for each of those
+accelerators with a linux/arm64 pin policy ([localai.torch_family.<accel>-arm64]: cpu); for
+`<dir>/common/` (LocalAI's helpers) `localai_common()`. In
 pants.toml it writes the variants' `[python.resolves]` and `[python.resolves_to_constraints_file]`
 entries between marker comments. Re-running rewrites the same bytes; the backends' own files
 are only read. `--check` writes nothing and fails when something would change.
@@ -61,13 +63,15 @@ from localai.model.localai_layout import (
     InstallShOverride,
     LocalAIConventions,
     LocalAILayoutError,
+    Profile,
     builds_profile,
     check_file_names,
     direct_references,
     variant_requirements,
 )
 from localai.model.lockfile import LockfileRequest, MaybeLockfile
-from localai.model.variant import backend_name, lockfile_path, pip_options_path, resolve_name
+from localai.model.variant import backend_name, lockfile_path, pip_options_path, resolve_name, variant_name
+from localai.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform
 
 BUILD_HEADER = "# Written by `./pants localai-import {root}`: LocalAI's folder, built unchanged. Do not edit; re-run it."
 
@@ -90,10 +94,17 @@ class ImportedVariant:
     prelock: bool = False
     # (project, why): forbidden projects it may hold ([localai.overrides.<folder>] exempt)
     exempt: tuple[tuple[str, str], ...] = ()
+    # A cross-built platform's variant (`:cpu-arm64`, BUILD `arm64=[...]`): its own pin policy
+    platform: TargetPlatform = PLATFORMS[BUILD_PLATFORM]
+
+    @property
+    def name(self) -> str:
+        """The variant's name, as BUILD keys it: cpu, cpu-arm64."""
+        return variant_name(self.accelerator, self.platform)
 
     @property
     def resolve(self) -> str:
-        return resolve_name(self.backend, self.accelerator)
+        return resolve_name(self.backend, self.name)
 
     @property
     def pip_options(self) -> str:
@@ -143,20 +154,32 @@ def _pylist(items) -> str:
     return "[" + ", ".join(f'"{i}"' for i in items) + "]"
 
 
+# Cross-built variants of imported folders are left out of `::` (CI's `./pants lint test ::` would
+# package and audit each one: minutes per torch artifact on CI's 2 cores); built by hand with
+# `./pants --tag="['by-hand']" package <dir>:cpu-arm64`, as our own backends' arm64 variants but rerankers.
+CROSS_TAGS = ("by-hand",)
+
+
 def build_line(variants: list[ImportedVariant]) -> str:
-    args = [f"accelerators={_pylist(v.accelerator for v in variants)}"]
-    notes = {v.accelerator: v.not_lockable for v in variants if v.not_lockable}
+    """The folder's `localai_import(...)` line; per-variant arguments are keyed by variant name
+    (cpu, cpu-arm64), as localai_backend's are."""
+    native = [v for v in variants if not v.platform.cross]
+    args = [f"accelerators={_pylist(v.accelerator for v in native)}"]
+    arm64 = [v.accelerator for v in variants if v.platform.cross]
+    if arm64:
+        args.append(f"arm64={_pylist(arm64)}, arm64_tags={_pylist(CROSS_TAGS)}")
+    notes = {v.name: v.not_lockable for v in variants if v.not_lockable}
     if notes:
         pairs = ", ".join(f'"{a}": {n!r}' for a, n in notes.items())
         args.append(f"not_lockable_here={{{pairs}}}")
-    extra = {v.accelerator: v.extra_indexes for v in variants if v.extra_indexes}
+    extra = {v.name: v.extra_indexes for v in variants if v.extra_indexes}
     if extra:
         pairs = ", ".join(f'"{a}": {_pylist(urls)}' for a, urls in extra.items())
         args.append(f"extra_indexes={{{pairs}}}")
     prelock = [v.accelerator for v in variants if v.prelock]
     if prelock:
         args.append(f"prelock={_pylist(prelock)}")
-    exempt = {v.accelerator: dict(v.exempt) for v in variants if v.exempt}
+    exempt = {v.name: dict(v.exempt) for v in variants if v.exempt}
     if exempt:
         args.append(f"exempt={json.dumps(exempt)}")  # JSON's strings are Python's: one quote style
     return f"localai_import({', '.join(args)})"
@@ -166,8 +189,10 @@ def _folder_variants(
     name: str, directory: str, reqs: dict[str, str], matrix: AcceleratorMatrix, conventions: LocalAIConventions,
     pins: GitPins, notes: list[str],
 ) -> tuple[list[ImportedVariant], list[Skipped]]:
-    """A folder's variants, one per LocalAI profile it builds that maps to an accelerator, and the
-    profiles skipped with their reason (notes gets the profiles with no accelerator here)."""
+    """A folder's variants, one per LocalAI profile it builds that maps to an accelerator, on the
+    build machine's platform and on each cross-built platform with a pin policy of its own
+    (LocalAIConventions.cross_platforms_of: cpu-arm64), and the variants skipped with their reason
+    (notes gets the profiles with no accelerator here)."""
     declared, folder_skips = [], []
     override = conventions.overrides.get(name, InstallShOverride())
     for profile in conventions.profiles.values():
@@ -177,28 +202,30 @@ def _folder_variants(
             notes.append(f"{directory}: profile {profile.name} has no accelerator here; not declared")
             continue
         accel = matrix.accelerators[profile.accelerator]
-        try:
-            layered = variant_requirements(directory, reqs, accel, conventions, pins)
-        except LocalAILayoutError as e:
-            # A profile's own file (an index of another build): that variant alone.
-            folder_skips.append(Skipped(directory, accel.name, str(e)))
-            continue
-        not_lockable = (
-            "cannot be built here: " + "; ".join(layered.unsatisfied) if layered.unsatisfied else None
-        )
-        declared.append(
-            ImportedVariant(
-                directory,
-                backend_name(directory),
-                accel.name,
-                accel.pip_options,
-                layered.replacements,
-                not_lockable,
-                layered.extra_indexes,
-                accel.name in override.prelock,
-                tuple(override.exempt.get(accel.name, {}).items()),
+        for platform in (PLATFORMS[BUILD_PLATFORM], *conventions.cross_platforms_of(accel)):
+            try:
+                layered = variant_requirements(directory, reqs, accel, conventions, pins, platform)
+            except LocalAILayoutError as e:
+                # A profile's own file (an index of another build): that variant alone.
+                folder_skips.append(Skipped(directory, variant_name(accel.name, platform), str(e)))
+                continue
+            not_lockable = (
+                "cannot be built here: " + "; ".join(layered.unsatisfied) if layered.unsatisfied else None
             )
-        )
+            declared.append(
+                ImportedVariant(
+                    directory,
+                    backend_name(directory),
+                    accel.name,
+                    accel.pip_options,
+                    layered.replacements,
+                    not_lockable,
+                    layered.extra_indexes,
+                    accel.name in override.prelock and not platform.cross,
+                    tuple(override.exempt.get(accel.name, {}).items()),
+                    platform,
+                )
+            )
     return declared, folder_skips
 
 
@@ -246,7 +273,7 @@ def plan_import(
         if not declared:
             notes.append(f"{directory}: no requirement file of a profile built here; nothing declared")
             continue
-        declared.sort(key=lambda v: list(matrix.accelerators).index(v.accelerator))
+        declared.sort(key=lambda v: (list(matrix.accelerators).index(v.accelerator), v.platform.cross))
         variants.extend(declared)
         imported.append(name)
         build_files[f"{directory}/BUILD"] = f"{header}\n{build_line(declared)}\n"
@@ -312,10 +339,19 @@ class LocalAIImportGoal(Goal):
     environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
 
 
+def _platforms_of(profile: Profile, matrix: AcceleratorMatrix, conventions: LocalAIConventions) -> tuple[TargetPlatform, ...]:
+    """The platforms the import declares the profile's variants for: the build machine's, then the
+    cross-built ones with a pin policy of their own (cpu-arm64)."""
+    if profile.accelerator is None:
+        return (PLATFORMS[BUILD_PLATFORM],)
+    return (PLATFORMS[BUILD_PLATFORM], *conventions.cross_platforms_of(matrix.accelerators[profile.accelerator]))
+
+
 async def upstream_report(
-    root: str, folders: dict[str, dict[str, str]], conventions: LocalAIConventions, profiles: tuple[str, ...]
+    root: str, folders: dict[str, dict[str, str]], matrix: AcceleratorMatrix, conventions: LocalAIConventions,
+    profiles: tuple[str, ...],
 ) -> list[str]:
-    cases = []  # (directory, files, profile, lockfile path)
+    cases = []  # (directory, files, profile, ((platform, lockfile path), ...))
     for name in sorted(folders):
         files = {n: c for n, c in folders[name].items() if REQUIREMENT_FILE.match(n)}
         if name == COMMON_DIR or not files:
@@ -324,13 +360,21 @@ async def upstream_report(
         for profile in conventions.profiles.values():
             if (profiles and profile.name not in profiles) or not builds_profile(name, files, profile, conventions):
                 continue
-            cases.append((directory, files, profile, lockfile_path(resolve_name(backend_name(directory), profile.accelerator or ""))))
+            paths = tuple(
+                (p.machine, lockfile_path(resolve_name(backend_name(directory), variant_name(profile.accelerator or "", p))))
+                for p in _platforms_of(profile, matrix, conventions)
+            )
+            cases.append((directory, files, profile, paths))
     # The resolves wait on the network more than on the CPU: run as many as Pants allows at once.
     resolutions = await MultiGet(Get(import_report.Resolution, import_report.ResolutionRequest(d, FrozenDict(f), p)) for d, f, p, _ in cases)
-    lockfiles = await MultiGet(Get(MaybeLockfile, LockfileRequest(path)) for *_, path in cases)
+    lockfiles = await MultiGet(Get(MaybeLockfile, LockfileRequest(path)) for *_, paths in cases for _, path in paths)
+    by_path = dict(zip((path for *_, paths in cases for _, path in paths), (m.lockfile for m in lockfiles)))
     lines = [
-        import_report.report_line(directory, profile, resolution, import_report.ours_line(path, maybe.lockfile, profile))
-        for (directory, _, profile, path), resolution, maybe in zip(cases, resolutions, lockfiles)
+        import_report.report_line(
+            directory, profile, resolution,
+            import_report.ours_by_platform([(machine, import_report.ours_line(path, by_path[path], profile)) for machine, path in paths]),
+        )
+        for (directory, _, profile, paths), resolution in zip(cases, resolutions)
     ]
     return [*lines, import_report.totals_line(resolutions)]
 
@@ -369,7 +413,7 @@ async def _read_folders(root: str) -> dict[str, dict[str, str]]:
 def variant_lines(v: ImportedVariant) -> list[str]:
     """What the import prints of a declared variant: lockable or why not, pins replaced, indexes, exemptions, prelock."""
     status = f" (not lockable: {v.not_lockable})" if v.not_lockable else ""
-    lines = [f"{v.resolve}: {v.accelerator} variant{status}"]
+    lines = [f"{v.resolve}: {v.name} variant{status}"]
     lines += [f"  pin policy: {r}" for r in v.replacements]
     lines += [f"  extra index: {url}, seen by {v.resolve} alone ({v.pip_options})" for url in v.extra_indexes]
     lines += [f"  exempt: {project}, which {v.accelerator} forbids: {why}" for project, why in v.exempt]
@@ -405,7 +449,7 @@ async def localai_import(
         pins = await pin_git_refs(console, folders, pins)
         plan = plan_import(root, folders, matrix, conventions, pins)
         if subsystem.report:
-            for line in await upstream_report(root, folders, conventions, tuple(subsystem.report_profiles)):
+            for line in await upstream_report(root, folders, matrix, conventions, tuple(subsystem.report_profiles)):
                 console.print_stdout(line)
             continue
         for note in plan.notes:

@@ -44,9 +44,11 @@ def test_one_build_line_per_folder_and_only_profiles_with_a_file(matrix, convent
     plan = plan_import(ROOT, {"common": {"grpc_auth.py": ""}, "rerank": RERANK}, matrix, conventions)
     assert plan.problems == ()
     build = plan.build_files[f"{ROOT}/rerank/BUILD"].splitlines()
-    assert build[1:] == ['localai_import(accelerators=["cpu", "cuda13", "intel"])']
+    assert build[1:] == [ARM64_LINE]
     assert plan.build_files[f"{ROOT}/common/BUILD"].endswith("localai_common()\n")
-    assert [v.resolve for v in plan.variants] == ["localai-rerank-cpu", "localai-rerank-cuda13", "localai-rerank-intel"]
+    assert [v.resolve for v in plan.variants] == [
+        "localai-rerank-cpu", "localai-rerank-cpu-arm64", "localai-rerank-cuda13", "localai-rerank-intel"
+    ]
     cpu = plan.variants[0]
     assert cpu.replacements == ("requirements-cpu.txt pinned torch==2.7.1; cpu provides torch==2.13.0+cpu",)
     # l4t13 is LocalAI's, not an accelerator here: read, noted, not declared.
@@ -57,7 +59,7 @@ def test_unsatisfiable_policy_declares_the_variant_not_lockable(matrix, conventi
     folder = {"backend.py": "", "requirements-cpu.txt": "torch\ntorchaudio\n"}
     plan = plan_import(ROOT, {"common": {}, "tts": folder}, matrix, conventions)
     line = plan.build_files[f"{ROOT}/tts/BUILD"].splitlines()[1]
-    assert line.startswith('localai_import(accelerators=["cpu"], not_lockable_here={"cpu": ')
+    assert line.startswith('localai_import(accelerators=["cpu"], arm64=["cpu"], arm64_tags=["by-hand"], not_lockable_here={"cpu": ')
     assert "requirements-cpu.txt needs torchaudio; cpu provides no torchaudio build here" in line
 
 
@@ -108,7 +110,7 @@ def test_one_profiles_foreign_index_skips_that_variant_alone(matrix, conventions
     plan = plan_import(ROOT, {"common": {}, "rerank": folder}, matrix, conventions)
     assert [(s.directory, s.accelerator) for s in plan.skipped] == [(f"{ROOT}/rerank", "intel")]
     assert "requirements-intel.txt line 1" in plan.skipped[0].reason
-    assert [v.accelerator for v in plan.variants] == ["cpu", "cuda13"]
+    assert [v.name for v in plan.variants] == ["cpu", "cpu-arm64", "cuda13"]
     assert plan.imported == ("rerank",)
     assert plan.summary(ROOT) == f"{ROOT}: imported 1 of 1 folders; 1 variant(s) of imported folders skipped"
 
@@ -123,8 +125,10 @@ def test_import_entries_replace_the_roots_variants_and_keep_the_others(matrix, c
     old = ResolveEntry("localai-gone-cpu", "lockfiles/localai-gone-cpu.lock", "3rdparty/accelerators/cpu.txt", f"{ROOT}/gone")
     bark = ResolveEntry("bark-cpu", "lockfiles/bark-cpu.lock", "3rdparty/accelerators/cpu.txt", "backends/bark")
     entries = import_entries(ROOT, (old, bark), plan)
-    assert [e.resolve for e in entries] == ["bark-cpu", "localai-rerank-cpu", "localai-rerank-cuda13", "localai-rerank-intel"]
-    assert entries[2] == ResolveEntry(
+    assert [e.resolve for e in entries] == [
+        "bark-cpu", "localai-rerank-cpu", "localai-rerank-cpu-arm64", "localai-rerank-cuda13", "localai-rerank-intel"
+    ]
+    assert entries[3] == ResolveEntry(
         "localai-rerank-cuda13", "lockfiles/localai-rerank-cuda13.lock", "3rdparty/accelerators/cuda13.txt", f"{ROOT}/rerank"
     )
 
@@ -152,9 +156,7 @@ def test_goal_writes_build_files_and_pants_toml_and_reruns_unchanged() -> None:
     assert "requirements-cpu.txt pinned torch==2.7.1; cpu provides torch==2.13.0+cpu" in result.stdout
     toml_text = Path(rule_runner.build_root, "pants.toml").read_text()
     assert '"localai-rerank-intel" = "3rdparty/accelerators/intel.txt"' in toml_text
-    assert Path(rule_runner.build_root, ROOT, "rerank", "BUILD").read_text().endswith(
-        'localai_import(accelerators=["cpu", "cuda13", "intel"])\n'
-    )
+    assert Path(rule_runner.build_root, ROOT, "rerank", "BUILD").read_text().endswith(ARM64_LINE + "\n")
     # The backend's own files are only read.
     assert Path(rule_runner.build_root, ROOT, "rerank", "requirements-cpu.txt").read_text() == before
     assert _run(rule_runner, "--check").exit_code == 0
@@ -223,7 +225,9 @@ def test_goal_pins_git_refs_once_and_an_unreachable_one_is_not_lockable(tmp_path
     assert f"git pin: {unreachable} not pinned: `git ls-remote file://{tmp_path}/missing v1` failed" in result.stderr
     pins = Path(rule_runner.build_root, "3rdparty/localai-git-pins.toml").read_text()
     assert f'"{reachable}" = "{commit}"' in pins and "missing" not in pins
-    assert Path(rule_runner.build_root, ROOT, "gitdep", "BUILD").read_text().endswith('localai_import(accelerators=["cpu"])\n')
+    assert Path(rule_runner.build_root, ROOT, "gitdep", "BUILD").read_text().endswith(
+        'localai_import(accelerators=["cpu"], arm64=["cpu"], arm64_tags=["by-hand"])\n'
+    )
     gone = Path(rule_runner.build_root, ROOT, "gone", "BUILD").read_text()
     assert 'not_lockable_here={"cpu": \'cannot be built here: requirements-cpu.txt line 1: `' + unreachable in gone
     # The resolve reads the pinned commit.
@@ -253,9 +257,9 @@ def test_a_declared_folder_index_is_seen_by_that_variants_resolve_alone(matrix) 
     folder = dict(LLM, **{"requirements-cublas12.txt": f"--extra-index-url {OWN_INDEX}\nllmlib==0.1\n"})
     plan = plan_import(ROOT, {"common": {}, "llm": folder}, matrix, conventions)
     assert plan.build_files[f"{ROOT}/llm/BUILD"].splitlines()[1] == (
-        f'localai_import(accelerators=["cpu", "cuda13"], extra_indexes={{"cuda13": ["{OWN_INDEX}"]}})'
+        f'localai_import(accelerators=["cpu", "cuda13"], arm64=["cpu"], arm64_tags=["by-hand"], extra_indexes={{"cuda13": ["{OWN_INDEX}"]}})'
     )
-    by_accel = {v.accelerator: v for v in plan.variants}
+    by_accel = {v.name: v for v in plan.variants}
     assert by_accel["cuda13"].extra_indexes == (OWN_INDEX,)
     assert by_accel["cuda13"].pip_options == "3rdparty/accelerators/variants/localai-llm-cuda13.txt"
     assert f"requirements-cublas13.txt line 1 names index {OWN_INDEX}: seen by this cuda13 variant's resolve alone" in (
@@ -287,7 +291,7 @@ def test_an_undeclared_folder_index_skips_the_variant_naming_file_line_and_the_d
         f'3rdparty/accelerators.toml. If the index belongs to this folder\'s cuda13 variant alone, declare it: '
         f'`[localai.overrides.llm] extra_indexes = {{ cuda13 = ["{OWN_INDEX}"] }}` in 3rdparty/accelerators.toml'
     ) in skip.reason
-    assert [v.accelerator for v in plan.variants] == ["cpu"]
+    assert [v.name for v in plan.variants] == ["cpu", "cpu-arm64"]
 
 
 def test_the_repository_declares_vllms_cu130_wheels_for_its_cuda13_variant_alone(matrix, conventions) -> None:
@@ -300,7 +304,7 @@ def test_the_repository_declares_vllms_cu130_wheels_for_its_cuda13_variant_alone
         "requirements-cublas12.txt": f"--extra-index-url {url}\nvllm\n",
     }
     plan = plan_import(ROOT, {"common": {}, "vllm": folder}, matrix, conventions)
-    assert [(v.accelerator, v.extra_indexes) for v in plan.variants] == [("cpu", ()), ("cuda13", (url,))]
+    assert [(v.name, v.extra_indexes) for v in plan.variants] == [("cpu", ()), ("cpu-arm64", ()), ("cuda13", (url,))]
     assert [(s.accelerator, "line 1" in s.reason) for s in plan.skipped] == [("cuda12", True)]
 
 
@@ -337,10 +341,13 @@ def test_goal_writes_the_variants_own_pip_options_and_localai_resolves_agrees() 
 def test_a_prelocked_folder_variant_gets_its_own_pip_options_file(matrix) -> None:
     conventions = LocalAIConventions.parse(MATRIX + '\n[localai.overrides.llm]\nprelock = ["cpu"]\n', matrix)
     plan = plan_import(ROOT, {"common": {}, "llm": LLM}, matrix, conventions)
-    assert plan.build_files[f"{ROOT}/llm/BUILD"].splitlines()[1] == 'localai_import(accelerators=["cpu"], prelock=["cpu"])'
-    [cpu] = plan.variants
+    assert plan.build_files[f"{ROOT}/llm/BUILD"].splitlines()[1] == (
+        'localai_import(accelerators=["cpu"], arm64=["cpu"], arm64_tags=["by-hand"], prelock=["cpu"])'
+    )
+    cpu, arm64 = plan.variants
+    assert not arm64.prelock and arm64.pip_options == "3rdparty/accelerators/cpu.txt"
     assert cpu.prelock and cpu.pip_options == "3rdparty/accelerators/variants/localai-llm-cpu.txt"
-    [entry] = import_entries(ROOT, (), plan)
+    entry, _ = import_entries(ROOT, (), plan)
     assert entry.prelock and entry.accelerator_pip_options == "3rdparty/accelerators/cpu.txt" and entry.extra_indexes == ()
 
 
@@ -351,8 +358,8 @@ def test_a_profile_built_from_the_shared_files_alone_is_declared_where_the_overr
     assert [v.accelerator for v in plan_import(ROOT, {"common": {}, "tts": tts}, matrix, plain).variants] == ["metal"]
     declared = LocalAIConventions.parse(MATRIX + '\n[localai.overrides.tts]\nprofiles = ["cpu"]\n', matrix)
     plan = plan_import(ROOT, {"common": {}, "tts": tts}, matrix, declared)
-    assert [v.accelerator for v in plan.variants] == ["cpu", "metal"]
-    assert plan.build_files[f"{ROOT}/tts/BUILD"].splitlines()[1] == 'localai_import(accelerators=["cpu", "metal"])'
+    assert [v.name for v in plan.variants] == ["cpu", "cpu-arm64", "metal"]
+    assert plan.build_files[f"{ROOT}/tts/BUILD"].splitlines()[1] == 'localai_import(accelerators=["cpu", "metal"], arm64=["cpu"], arm64_tags=["by-hand"])'
 
 
 def test_an_exempt_project_is_written_for_its_accelerators_variant_alone(matrix) -> None:
@@ -360,6 +367,71 @@ def test_an_exempt_project_is_written_for_its_accelerators_variant_alone(matrix)
     plan = plan_import(ROOT, {"common": {}, "llm": {**LLM, "requirements-cublas13.txt": "numpy\n"}}, matrix,
                        LocalAIConventions.parse(MATRIX + table, matrix))
     assert plan.build_files[f"{ROOT}/llm/BUILD"].splitlines()[1] == (
-        'localai_import(accelerators=["cpu", "cuda13"], exempt={"cpu": {"nvidia-ml-py": "pure Python"}})'
+        'localai_import(accelerators=["cpu", "cuda13"], arm64=["cpu"], arm64_tags=["by-hand"], '
+        'exempt={"cpu": {"nvidia-ml-py": "pure Python"}, "cpu-arm64": {"nvidia-ml-py": "pure Python"}})'
     )
-    assert [(v.accelerator, v.exempt) for v in plan.variants] == [("cpu", (("nvidia-ml-py", "pure Python"),)), ("cuda13", ())]
+    spared = (("nvidia-ml-py", "pure Python"),)
+    assert [(v.name, v.exempt) for v in plan.variants] == [("cpu", spared), ("cpu-arm64", spared), ("cuda13", ())]
+
+
+ARM64_LINE = 'localai_import(accelerators=["cpu", "cuda13", "intel"], arm64=["cpu"], arm64_tags=["by-hand"])'
+
+
+def test_a_folder_with_a_cpu_profile_gets_a_cpu_arm64_variant_with_the_arm64_pin_policy(matrix, conventions) -> None:
+    plan = plan_import(ROOT, {"common": {}, "rerank": RERANK}, matrix, conventions)
+    assert plan.build_files[f"{ROOT}/rerank/BUILD"].splitlines()[1] == ARM64_LINE
+    arm64 = next(v for v in plan.variants if v.platform.cross)
+    assert (arm64.name, arm64.resolve, arm64.not_lockable, arm64.prelock) == ("cpu-arm64", "localai-rerank-cpu-arm64", None, False)
+    assert arm64.replacements == ("requirements-cpu.txt pinned torch==2.7.1; cpu-arm64 provides torch==2.9.1",)
+    # Its resolve entry is the accelerator's pip options and the platform's lockfile name.
+    [entry] = [e for e in import_entries(ROOT, (), plan) if e.resolve.endswith("-arm64")]
+    assert entry == ResolveEntry(
+        "localai-rerank-cpu-arm64", "lockfiles/localai-rerank-cpu-arm64.lock", "3rdparty/accelerators/cpu.txt", f"{ROOT}/rerank"
+    )
+
+
+def test_a_folder_with_no_cpu_profile_gets_no_arm64_variant(matrix, conventions) -> None:
+    # cuda13 lists linux_aarch64 too, but has no [localai.torch_family.cuda13-arm64]: nothing cross-built.
+    folder = {"backend.py": "", "requirements.txt": "grpcio==1.85.3\n", "requirements-cublas13.txt": "torch\n"}
+    plan = plan_import(ROOT, {"common": {}, "gpu": folder}, matrix, conventions)
+    assert plan.build_files[f"{ROOT}/gpu/BUILD"].splitlines()[1] == 'localai_import(accelerators=["cuda13"])'
+    assert [v.name for v in plan.variants] == ["cuda13"]
+
+
+def test_a_torchaudio_folder_is_lockable_on_arm64_alone(matrix, conventions) -> None:
+    folder = {"backend.py": "", "requirements-cpu.txt": "torch==2.7.1\ntorchaudio==2.7.1\n"}
+    plan = plan_import(ROOT, {"common": {}, "tts": folder}, matrix, conventions)
+    line = plan.build_files[f"{ROOT}/tts/BUILD"].splitlines()[1]
+    assert line.startswith('localai_import(accelerators=["cpu"], arm64=["cpu"], arm64_tags=["by-hand"], not_lockable_here={"cpu": ')
+    assert '"cpu-arm64"' not in line
+    assert {v.name: v.not_lockable is None for v in plan.variants} == {"cpu": False, "cpu-arm64": True}
+
+
+def test_overrides_reach_the_arm64_variant_keyed_by_variant(matrix) -> None:
+    table = (
+        '\n[localai.overrides.llm]\nprelock = ["cpu"]\nexempt = { cpu = { "nvidia-ml-py" = "pure Python" } }\n'
+        'not_lockable = { "cpu-arm64" = "no aarch64 wheel of llmlib" }\n'
+    )
+    plan = plan_import(ROOT, {"common": {}, "llm": LLM}, matrix, LocalAIConventions.parse(MATRIX + table, matrix))
+    assert plan.build_files[f"{ROOT}/llm/BUILD"].splitlines()[1] == (
+        'localai_import(accelerators=["cpu"], arm64=["cpu"], arm64_tags=["by-hand"], '
+        "not_lockable_here={\"cpu-arm64\": 'cannot be built here: no aarch64 wheel of llmlib ([localai.overrides.llm] in "
+        "3rdparty/accelerators.toml)'}, prelock=[\"cpu\"], "
+        'exempt={"cpu": {"nvidia-ml-py": "pure Python"}, "cpu-arm64": {"nvidia-ml-py": "pure Python"}})'
+    )
+    # prelock is the build machine's variant's alone: a cross-built lock is localai-platform-lockfiles'.
+    assert {v.name: v.prelock for v in plan.variants} == {"cpu": True, "cpu-arm64": False}
+
+
+def test_goal_writes_the_arm64_variant_and_localai_resolves_agrees() -> None:
+    rule_runner = make_rule_runner()
+    rule_runner.write_files(_repo())
+    result = _run(rule_runner)
+    assert result.exit_code == 0, result.stderr
+    assert "localai-rerank-cpu-arm64: cpu-arm64 variant" in result.stdout
+    assert "requirements-cpu.txt pinned torch==2.7.1; cpu-arm64 provides torch==2.9.1" in result.stdout
+    toml_text = Path(rule_runner.build_root, "pants.toml").read_text()
+    assert '"localai-rerank-cpu-arm64" = "lockfiles/localai-rerank-cpu-arm64.lock"' in toml_text
+    assert '"localai-rerank-cpu-arm64" = "3rdparty/accelerators/cpu.txt"' in toml_text
+    # localai-resolves reads the BUILD line through the macro: it declares the same :cpu-arm64.
+    assert rule_runner.run_goal_rule(ResolvesGoal, args=["--check"]).exit_code == 0

@@ -13,8 +13,11 @@
   `[localai.overrides.<folder>] extra_indexes = { <accel> = [...] }` declares for that folder's
   variant alone (then that variant's resolve alone sees it, through a pip options file of its
   own: goals/resolves.py); any other index is refused, naming the file, the line and that fix.
-- Pin policy: torch-family pins are replaced by what the accelerator provides
-  ([localai.torch_family.<accel>]); each replacement is recorded as one sentence.
+- Pin policy: torch-family pins are replaced by what the variant's accelerator provides on its
+  platform ([localai.torch_family.<variant>]: `cpu` on the build machine's platform, `cpu-arm64`
+  on linux/arm64); each replacement is recorded as one sentence. A cross-built platform's table
+  is what declares the import's variants for it: an accelerator gets an arm64 variant of each
+  folder it builds when it lists linux_aarch64 and `[localai.torch_family.<accel>-arm64]` exists.
 - Direct references: LocalAI's bare `git+https://host/repo[@ref]` lines and bare wheel/sdist URL
   lines (what `pip install -r` accepts, PEP 508 does not) are read as `name @ url`, the name
   taken from the wheel or sdist file name, or for git from the repository's name (a `#egg=`
@@ -64,6 +67,8 @@ from localai.model.requirements import (
     layer_with_origin,
     normalized_name,
 )
+from localai.model.variant import variant_name
+from localai.platforms import BUILD_PLATFORM, PLATFORMS, TargetPlatform, cross_platforms, platform_with_suffix
 
 REQUIREMENT_FILE = re.compile(r"^requirements(?:-(?P<suffix>.+))?\.txt$")
 BACKEND_FILE = "backend.py"
@@ -105,8 +110,11 @@ class InstallShOverride:
     # variant of this folder may hold (the audit still fails any GPU runtime they ship or NEED)
     exempt: FrozenDict[str, FrozenDict[str, str]] = FrozenDict()
 
-    def reasons(self, folder: str, accelerator: str) -> tuple[str, ...]:
-        measured = self.not_lockable.get(accelerator)
+    def reasons(self, folder: str, accelerator: str, variant: str | None = None) -> tuple[str, ...]:
+        """Why the folder's ``variant`` (default: the accelerator's on the build machine's platform)
+        is not lockable: `not_lockable` is keyed by variant (measured per platform), the install.sh
+        steps by accelerator (every platform runs the same install.sh)."""
+        measured = self.not_lockable.get(variant or accelerator)
         found = [f"{measured} ([localai.overrides.{folder}] in {MATRIX_PATH})"] if measured else []
         if self.accelerators and accelerator not in self.accelerators:
             return tuple(found)
@@ -134,6 +142,21 @@ def _checked_override(entry: dict, where: str, key: str, default, valid, must: s
 def _accelerators_named(matrix: AcceleratorMatrix, where: str, key: str, names) -> None:
     for accel in names:
         matrix.get(accel, context=f"{where} {key}")
+
+
+def variant_key(matrix: AcceleratorMatrix, where: str, key: str) -> tuple[Accelerator, TargetPlatform]:
+    """A table key naming a variant: an accelerator (`cpu`), or an accelerator and a cross-built
+    platform it lists (`cpu-arm64`, platforms.py's suffix)."""
+    for platform in cross_platforms():
+        if key.endswith(platform.suffix) and key[: -len(platform.suffix)] in matrix.accelerators:
+            accel = matrix.accelerators[key[: -len(platform.suffix)]]
+            if platform.name not in accel.platforms:
+                raise LocalAILayoutError(
+                    f"{where}: '{key}' names {accel.name} on {platform.name}, which the {accel.name} accelerator does not "
+                    f"list (`platforms` of [{accel.name}] in {MATRIX_PATH}). Fix: add the platform there, or drop '{key}'."
+                )
+            return accel, platform
+    return matrix.get(key, context=where), PLATFORMS[BUILD_PLATFORM]
 
 
 def _exempt(entry: dict, where: str, matrix: AcceleratorMatrix) -> dict:
@@ -197,10 +220,11 @@ def _override(folder: str, entry: dict, matrix: AcceleratorMatrix, profiles: dic
     accelerators_named("prelock", prelock)
     not_lockable = checked(
         "not_lockable", {}, lambda v: isinstance(v, dict) and all(isinstance(r, str) and r.strip() for r in v.values()),
-        "map an accelerator to why its variant of this folder cannot be locked here, as a sentence",
-        'e.g. not_lockable = { cpu = "<what fails, measured>" }',
+        "map a variant (an accelerator, or `<accelerator>-arm64`) to why this folder's variant cannot be locked here, as a sentence",
+        'e.g. not_lockable = { cpu = "<what fails, measured>" }, or { "cpu-arm64" = "..." }',
     )
-    accelerators_named("not_lockable", not_lockable)
+    for variant in not_lockable:  # keyed by variant: a lock measured on one platform
+        variant_key(matrix, f"{where} not_lockable", variant)
     built_for = checked(
         "profiles", [], lambda v: isinstance(v, list) and all(p in profiles for p in v),
         f"list LocalAI profile names ({', '.join(sorted(profiles))}) the folder is built for from its shared files alone",
@@ -225,7 +249,8 @@ def _override(folder: str, entry: dict, matrix: AcceleratorMatrix, profiles: dic
 @dataclass(frozen=True)
 class LocalAIConventions:
     profiles: FrozenDict[str, Profile]
-    # accelerator -> {normalized project name: requirement, or "" when not provided here}
+    # variant (accelerator, or accelerator + a cross platform's suffix: cpu-arm64) ->
+    # {normalized project name: requirement, or "" when not provided here}
     torch_family: FrozenDict[str, FrozenDict[str, str]]
     # accelerator -> other PyTorch indexes of the same accelerator, dropped in favour of its own
     index_aliases: FrozenDict[str, tuple[str, ...]] = FrozenDict()
@@ -244,9 +269,9 @@ class LocalAIConventions:
                 matrix.get(accel, context=f"{path} [localai.profiles] {name}")
             profiles[name] = Profile(name, entry.get("build_type", ""), accel)
         family = {}
-        for accel, pins in table.get("torch_family", {}).items():
-            matrix.get(accel, context=f"{path} [localai.torch_family.{accel}]")
-            family[accel] = FrozenDict({normalized_name(k): v for k, v in pins.items()})
+        for variant, pins in table.get("torch_family", {}).items():
+            variant_key(matrix, f"{path} [localai.torch_family.{variant}]", variant)
+            family[variant] = FrozenDict({normalized_name(k): v for k, v in pins.items()})
         aliases = {}
         for accel, urls in table.get("index_aliases", {}).items():
             matrix.get(accel, context=f"{path} [localai.index_aliases] {accel}")
@@ -255,6 +280,13 @@ class LocalAIConventions:
             folder: _override(folder, entry, matrix, profiles, path) for folder, entry in table.get("overrides", {}).items()
         }
         return cls(FrozenDict(profiles), FrozenDict(family), FrozenDict(aliases), FrozenDict(overrides))
+
+    def cross_platforms_of(self, accel: Accelerator) -> tuple[TargetPlatform, ...]:
+        """The cross-built platforms the import declares ``accel``'s variants for: those the
+        accelerator lists that have a pin policy of their own ([localai.torch_family.<accel><suffix>])."""
+        return tuple(
+            p for p in cross_platforms() if p.name in accel.platforms and variant_name(accel.name, p) in self.torch_family
+        )
 
     def profile_of(self, accelerator: str) -> Profile | None:
         return next((p for p in self.profiles.values() if p.accelerator == accelerator), None)
@@ -457,6 +489,7 @@ class PolicyResult:
 def apply_policy(
     merged: dict[str, tuple[str, PipRequirement]], accel: str, conventions: LocalAIConventions
 ) -> PolicyResult:
+    """``accel``: the policy's key, the variant's name (`cpu`, `cpu-arm64`)."""
     policy = conventions.torch_family.get(accel, FrozenDict())
     reqs, replaced, unsatisfied = {}, [], []
     for name, (path, req) in merged.items():
@@ -483,8 +516,19 @@ def variant_requirements(
     accel: Accelerator,
     conventions: LocalAIConventions,
     pins: GitPins = NO_PINS,
+    platform: TargetPlatform = PLATFORMS[BUILD_PLATFORM],
 ) -> LayeredRequirements:
-    """A LocalAI folder's requirements for one accelerator. ``files``: {file name: content}."""
+    """A LocalAI folder's requirements for one accelerator on ``platform``: LocalAI's files of the
+    accelerator's profile (the same on every platform), the pin policy of the variant.
+    ``files``: {file name: content}."""
+    variant = variant_name(accel.name, platform)
+    if platform.cross and platform not in conventions.cross_platforms_of(accel):
+        raise LocalAILayoutError(
+            f"{directory}: the {variant} variant has no pin policy: [localai.torch_family.{variant}] is missing from "
+            f"{MATRIX_PATH} (or [{accel.name}] does not list {platform.name}). Fix: add that table (the torch family "
+            f"PyPI serves as a CPU build for {platform.machine}), or drop {variant} from the folder's BUILD and re-run "
+            f"`./pants localai-import`."
+        )
     profile = conventions.profile_of(accel.name)
     if profile is None:
         raise LocalAILayoutError(
@@ -516,12 +560,12 @@ def variant_requirements(
             f"{directory}: {e}. Fix: write the line as a PEP 508 requirement (`name`, `name==version`, "
             f"`name @ url`), or remove the folder from this tree."
         ) from e
-    result = apply_policy(merged, accel.name, conventions)
+    result = apply_policy(merged, variant, conventions)
     return LayeredRequirements(
         result.requirements,
         tuple(p for p, _ in ordered),
         result.replacements + tuple(index_notes) + tuple(url_notes),
-        result.unsatisfied + tuple(unpinned) + override.reasons(PurePath(directory).name, accel.name),
+        result.unsatisfied + tuple(unpinned) + override.reasons(PurePath(directory).name, accel.name, variant),
         tuple(dict.fromkeys(extra_indexes)),
     )
 
@@ -544,7 +588,7 @@ async def read_localai_requirements(request: LocalAIRequirementsRequest) -> Laye
     contents = await Get(DigestContents, PathGlobs([f"{request.directory}/requirements*.txt"]))
     files = {PurePath(fc.path).name: fc.content.decode() for fc in contents}
     try:
-        return variant_requirements(request.directory, files, accel, conventions, pins)
+        return variant_requirements(request.directory, files, accel, conventions, pins, platform_with_suffix(request.platform_suffix))
     except LocalAILayoutError as e:
         raise RequirementsFileError(f"{request.owner}: {e}") from e
 

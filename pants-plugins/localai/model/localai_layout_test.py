@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pants.backend.python.target_types import PythonRequirementResolveField, PythonRequirementsField
 from pants.engine.addresses import Address
@@ -15,7 +17,9 @@ from localai.model.localai_layout import (
     install_order,
     variant_requirements,
 )
+from localai.model.lockfile import Lockfile
 from localai.model.requirements import layer_with_origin
+from localai.platforms import PLATFORMS
 from localai.testutil import make_rule_runner, repo_file
 
 MATRIX = repo_file("3rdparty/accelerators.toml")
@@ -132,10 +136,15 @@ def test_profile_mapped_to_an_unknown_accelerator_is_refused(matrix) -> None:
         LocalAIConventions.parse(bad, matrix)
 
 
-def _imported(name: str, files: dict[str, str], accels=("cpu",)) -> dict[str, str]:
+def _imported(name: str, files: dict[str, str], accels=("cpu",), arm64=()) -> dict[str, str]:
     build = 'localai_sources(name="src", sources=["*.py"])\n'
     for a in accels:
         build += f'localai_requirements(name="requirements-{a}", accelerator="{a}", layout="localai")\n'
+    for a in arm64:
+        build += (
+            f'localai_requirements(name="requirements-{a}-arm64", accelerator="{a}", platform="linux_aarch64", '
+            'layout="localai")\n'
+        )
     return {
         "3rdparty/accelerators.toml": MATRIX,
         f"backends/localai/{name}/BUILD": build,
@@ -354,7 +363,10 @@ def test_install_sh_overrides_make_those_variants_not_lockable_with_the_reason(m
         ),
         ('[localai.overrides.x]\nno_deps = "a"\n', r"\[localai.overrides.x\]: no_deps must be a list of project names"),
         ('[localai.overrides.x]\nout_of_scope = " "\n', r"\[localai.overrides.x\]: out_of_scope must say why"),
-        ('[localai.overrides.x]\nnot_lockable = { cpu = "" }\n', r"\[localai.overrides.x\]: not_lockable must map an accelerator to why"),
+        (
+            '[localai.overrides.x]\nnot_lockable = { cpu = "" }\n',
+            r"\[localai.overrides.x\]: not_lockable must map a variant \(an accelerator, or `<accelerator>-arm64`\) to why",
+        ),
         ('[localai.overrides.x]\nprofiles = ["cpu2"]\n', r"\[localai.overrides.x\]: profiles must list LocalAI profile names \(.*cpu.*\)"),
         ('[localai.overrides.x]\nexempt = { cpu = ["nvidia-ml-py"] }\n', r"\[localai.overrides.x\]: exempt must map an accelerator to \{project = why\}"),
         ('[localai.overrides.x]\nexempt = { cpu = { nvidia-ml-py = " " } }\n', r"\[localai.overrides.x\]: exempt must map an accelerator to \{project = why\}"),
@@ -403,3 +415,107 @@ def test_an_exemption_names_forbidden_projects_of_known_accelerators_with_why(ma
         LocalAIConventions.parse(MATRIX + "\n" + table.replace("NVIDIA_ML_PY", "numpy"), matrix)
     with pytest.raises(AcceleratorMatrixError, match=r"\[localai.overrides.x\] exempt: unknown accelerator 'gpu9'"):
         LocalAIConventions.parse(MATRIX + "\n" + table.replace("cpu", "gpu9"), matrix)
+
+
+ARM64 = PLATFORMS["linux_aarch64"]
+TORCH_FAMILY = {"requirements.txt": "grpcio==1.85.3\n", "requirements-cpu.txt": "torch==2.7.1\ntorchaudio==2.7.1\ntorchvision\n"}
+
+
+def test_cpu_arm64_has_a_pin_policy_of_its_own_with_pypis_aarch64_cpu_builds(matrix, conventions) -> None:
+    # The same files as the x86_64 cpu variant (LocalAI's cpu profile), another torch family.
+    arm64 = variant_requirements("backends/localai/tts", TORCH_FAMILY, matrix.accelerators["cpu"], conventions, platform=ARM64)
+    assert arm64.requirements == ("grpcio==1.85.3", "torch==2.9.1", "torchaudio==2.9.1", "torchvision==0.24.1")
+    assert arm64.unsatisfied == ()
+    assert arm64.replacements == (
+        "requirements-cpu.txt pinned torch==2.7.1; cpu-arm64 provides torch==2.9.1",
+        "requirements-cpu.txt pinned torchaudio==2.7.1; cpu-arm64 provides torchaudio==2.9.1",
+        "requirements-cpu.txt asks for torchvision; cpu-arm64 provides torchvision==0.24.1",
+    )
+    # On x86_64 PyPI's torchaudio/torchvision are CUDA builds: that variant stays not lockable.
+    x86 = variant_requirements("backends/localai/tts", TORCH_FAMILY, matrix.accelerators["cpu"], conventions)
+    assert [u.split(";")[0] for u in x86.unsatisfied] == [
+        "requirements-cpu.txt needs torchaudio==2.7.1",
+        "requirements-cpu.txt needs torchvision",
+    ]
+
+
+def test_arm64_variants_are_declared_where_an_accelerator_has_an_arm64_pin_policy(matrix, conventions) -> None:
+    assert conventions.cross_platforms_of(matrix.accelerators["cpu"]) == (ARM64,)
+    # cuda13 lists linux_aarch64 but has no [localai.torch_family.cuda13-arm64]: no imported arm64 variant.
+    assert conventions.cross_platforms_of(matrix.accelerators["cuda13"]) == ()
+    with pytest.raises(LocalAILayoutError) as e:
+        variant_requirements("backends/localai/x", {"requirements-cublas13.txt": "torch\n"}, matrix.accelerators["cuda13"],
+                             conventions, platform=ARM64)
+    assert str(e.value).startswith(
+        "backends/localai/x: the cuda13-arm64 variant has no pin policy: [localai.torch_family.cuda13-arm64] is missing"
+    )
+    assert "Fix: add that table" in str(e.value)
+
+
+def test_an_arm64_pin_policy_for_a_platform_the_accelerator_does_not_list_is_refused(matrix) -> None:
+    with pytest.raises(LocalAILayoutError) as e:
+        LocalAIConventions.parse(MATRIX + '\n[localai.torch_family.rocm-arm64]\ntorch = "torch==2.9.1"\n', matrix)
+    assert str(e.value) == (
+        "3rdparty/accelerators.toml [localai.torch_family.rocm-arm64]: 'rocm-arm64' names rocm on linux_aarch64, which "
+        "the rocm accelerator does not list (`platforms` of [rocm] in 3rdparty/accelerators.toml). Fix: add the "
+        "platform there, or drop 'rocm-arm64'."
+    )
+
+
+def test_not_lockable_is_keyed_by_variant_and_install_sh_steps_hold_on_every_platform(matrix) -> None:
+    table = (
+        '[localai.overrides.tts]\nnot_lockable = { "cpu-arm64" = "no aarch64 wheel of x" }\n'
+        '[localai.overrides.cb]\nno_deps = ["chatterbox-tts"]\n'
+    )
+    conventions = LocalAIConventions.parse(MATRIX + "\n" + table, matrix)
+    files = {"requirements.txt": "grpcio==1.85.3\n", "requirements-cpu.txt": "numpy\n"}
+    cpu = matrix.accelerators["cpu"]
+    assert variant_requirements("backends/localai/tts", files, cpu, conventions).unsatisfied == ()
+    assert variant_requirements("backends/localai/tts", files, cpu, conventions, platform=ARM64).unsatisfied == (
+        "no aarch64 wheel of x ([localai.overrides.tts] in 3rdparty/accelerators.toml)",
+    )
+    both = [variant_requirements("backends/localai/cb", files, cpu, conventions, platform=p).unsatisfied
+            for p in (PLATFORMS["linux_x86_64"], ARM64)]
+    assert both[0] == both[1] and "installs chatterbox-tts with --no-deps" in both[0][0]
+
+
+def test_our_backends_arm64_locks_hold_the_torch_family_the_arm64_policy_pins(conventions) -> None:
+    """One owner of "PyPI's aarch64 CPU torch family": [localai.torch_family.cpu-arm64]. Our own
+    backends pin it in requirements-cpu-arm64.txt; their committed locks must hold those versions."""
+    policy = {name: req.split("==")[1] for name, req in conventions.torch_family["cpu-arm64"].items()}
+    assert policy == {"torch": "2.9.1", "torchvision": "0.24.1", "torchaudio": "2.9.1"}
+    checked = 0
+    for path in sorted(Path("lockfiles").glob("*-cpu-arm64.lock")):
+        for name, version in Lockfile.of(str(path), path.read_bytes()).versions():
+            if name in policy:
+                assert (str(path), name, version) == (str(path), name, policy[name])
+                checked += 1
+    assert checked >= 8  # bark, diffusers, kokoro, rerankers, rfdetr (torch, torchvision), silero-vad, transformers
+
+
+def test_generated_requirements_of_an_imported_folders_arm64_variant_use_its_policy() -> None:
+    rule_runner = make_rule_runner()
+    rule_runner.write_files(_imported("demo", TORCH_FAMILY, arm64=("cpu",)))
+    rule_runner.set_options(
+        [
+            "--python-resolves={'localai-demo-cpu': 'lockfiles/localai-demo-cpu.lock', "
+            "'localai-demo-cpu-arm64': 'lockfiles/localai-demo-cpu-arm64.lock'}",
+            "--python-resolves-to-constraints-file={'localai-demo-cpu': '3rdparty/accelerators/cpu.txt', "
+            "'localai-demo-cpu-arm64': '3rdparty/accelerators/cpu.txt'}",
+        ]
+    )
+    for name, expected in (("torch", "torch==2.9.1"), ("torchaudio", "torchaudio==2.9.1"), ("torchvision", "torchvision==0.24.1")):
+        tgt = rule_runner.get_target(Address("backends/localai/demo", target_name="requirements-cpu-arm64", generated_name=name))
+        assert str(tgt[PythonRequirementsField].value[0]) == expected
+        assert tgt[PythonRequirementResolveField].value == "localai-demo-cpu-arm64"
+    x86_torch = rule_runner.get_target(Address("backends/localai/demo", target_name="requirements-cpu", generated_name="torch"))
+    assert str(x86_torch[PythonRequirementsField].value[0]) == "torch==2.13.0+cpu"
+
+
+def test_the_repository_says_why_localais_transformers_is_no_cpu_artifact_on_either_platform(matrix, conventions) -> None:
+    files = {"requirements.txt": "grpcio==1.85.3\n", "requirements-cpu.txt": "torch==2.7.1\nbitsandbytes\n"}
+    cpu = matrix.accelerators["cpu"]
+    x86, arm64 = (variant_requirements("backends/localai/transformers", files, cpu, conventions, platform=p).unsatisfied
+                  for p in (PLATFORMS["linux_x86_64"], ARM64))
+    assert len(x86) == 1 and "whose x86_64 wheel (0.50.2)" in x86[0]
+    assert len(arm64) == 1 and "whose aarch64 wheel (0.50.2, manylinux_2_24_aarch64)" in arm64[0]

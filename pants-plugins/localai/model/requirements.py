@@ -48,6 +48,7 @@ class LocalAIRequirementsRequest:
     directory: str
     accelerator: str
     owner: str
+    platform_suffix: str = ""  # a cross-built platform's: its pin policy ([localai.torch_family.<accel><suffix>])
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,10 @@ def layer(files: list[tuple[str, str]]) -> tuple[str, ...]:
 @rule(desc="Read layered requirements", level=LogLevel.DEBUG)
 async def read_layered_requirements(request: LayeredRequirementsRequest) -> LayeredRequirements:
     if LAYOUTS[request.layout].imported:
-        return await Get(LayeredRequirements, LocalAIRequirementsRequest(request.directory, request.accelerator, request.owner))
+        return await Get(
+            LayeredRequirements,
+            LocalAIRequirementsRequest(request.directory, request.accelerator, request.owner, request.platform_suffix),
+        )
     paths = (
         f"{request.directory}/requirements.txt",
         f"{request.directory}/requirements-{request.accelerator}.txt",
