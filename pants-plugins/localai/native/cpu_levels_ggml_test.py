@@ -58,9 +58,15 @@ def x86_isa_flags(cpu_cmake: str) -> dict[str, set[str]]:
     return blocks
 
 
+# Where the kernel's name (arch/x86/include/asm/cpufeatures.h) is not gcc's: an underscore more.
+KERNEL_SPELLING = {"avx512vnni": "avx512_vnni", "avxvnni": "avx_vnni", "avx512bf16": "avx512_bf16"}
+
+
 def cpuinfo_name(flag: str) -> str:
-    """-msse4.2 -> sse4_2, -mavx512f -> avx512f: the /proc/cpuinfo name of what -m<x> enables."""
-    return flag[len("-m"):].replace(".", "_").replace("-", "_")
+    """-msse4.2 -> sse4_2, -mavx512f -> avx512f, -mavx512vnni -> avx512_vnni: the /proc/cpuinfo
+    name of what -m<x> enables."""
+    name = flag[len("-m"):].replace(".", "_").replace("-", "_")
+    return KERNEL_SPELLING.get(name, name)
 
 
 @pytest.mark.parametrize("archive", sorted(ARCHIVES))

@@ -153,7 +153,7 @@ def test_driver_always_passes_every_isa_option():
     assert avx2.cpu_flags == ["avx", "avx2", "bmi2", "f16c", "fma", "sse4_2"]
     assert set(_level("avx512").cmake_options.values()) == {"ON"}
     assert set(_level("avx512").cpu_flags) == set(avx2.cpu_flags) | {"avx512f", "avx512cd", "avx512vl", "avx512dq",
-                                                                     "avx512bw"}
+                                                                     "avx512bw", "avx512_vnni"}
     x86 = _driver().cmake_common("/w", "/n/ninja", [], avx2)
     assert not any(a.startswith(("-DCMAKE_SYSTEM_NAME", "-DGGML_CPU_ARM_ARCH")) for a in x86)  # as before
 
