@@ -74,7 +74,8 @@ def test_a_folder_scoped_index_is_locked_packaged_and_served_for_its_variant_alo
     out = pants(repo, "localai-import", "backends/localai")
     assert f"  extra index: {index}, seen by {CUDA13} alone ({OWN_PIP_OPTIONS})" in out, out
     assert (folder / "BUILD").read_text().endswith(
-        f'localai_import(accelerators=["cpu", "cuda13"], extra_indexes={{"cuda13": ["{index}"]}})\n'
+        f'localai_import(accelerators=["cpu", "cuda13"], arm64=["cpu"], arm64_tags=["by-hand"], '
+        f'extra_indexes={{"cuda13": ["{index}"]}})\n'
     )
     toml_text = (repo / "pants.toml").read_text()
     assert f'"{CUDA13}" = "{OWN_PIP_OPTIONS}"' in toml_text and f'"{CPU}" = "3rdparty/accelerators/cpu.txt"' in toml_text
