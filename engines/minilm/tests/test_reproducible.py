@@ -1,7 +1,9 @@
 """A clean ggml + engine build (one CPU level) in another directory, with a path holding spaces,
 its own empty zig cache and failing cc/gcc/g++/ld/... first on PATH, gives the library
 `pants package engines/minilm:<level>` built in its sandbox, bit for bit: two builds that share
-no directory, cache or host tool agree.
+no directory, cache or host tool agree. This build compiles ggml's three libraries in one process
+(the driver's `ggml --part all`), Pants in two (ggml-base per platform, ggml-cpu per level): the
+identity also proves the split changes no byte.
 
 The level is MINILM_REPRODUCIBLE_LEVEL (the test target's extra_env_vars): `fallback` in CI,
 `arm64-neon` (cross-compiled for aarch64) by hand.

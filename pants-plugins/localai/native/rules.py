@@ -1,5 +1,6 @@
-"""Rules: hermetic toolchain -> ggml (one cached process per archive x CPU level) -> engine
-(one process per engine x CPU level) -> package (library, header, build-record.json).
+"""Rules: hermetic toolchain -> ggml (ggml-base once per archive x platform, ggml-cpu once per
+archive x CPU level) -> engine (one process per engine x CPU level) -> package (library, header,
+build-record.json).
 
 A third-party engine (upstream_subdir) adds an `objects` step: its sources compiled once, for every
 CPU level (they only call ggml's API; the ISA code is in ggml), into one cached archive that the
@@ -191,8 +192,19 @@ class GgmlBuild:
     build_info: str  # ggml-build.json
 
 
-@rule(desc="Build ggml", level=LogLevel.DEBUG)
-async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain, table: CpuLevelTable) -> GgmlBuild:
+@dataclass(frozen=True)
+class GgmlBaseRequest:
+    settings: GgmlSettings
+    platform: str  # a platform of the CPU level table
+
+
+@dataclass(frozen=True)
+class GgmlBase:
+    digest: Digest  # ggml-out/lib/{libggml-base.a, libggml.a}
+
+
+@rule(desc="Build ggml's level-independent libraries", level=LogLevel.DEBUG)
+async def build_ggml_base(request: GgmlBaseRequest, toolchain: NativeToolchain, table: CpuLevelTable) -> GgmlBase:
     settings = request.settings
     archive = await Get(ArchiveFile, Address, settings.archive)
     input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver, table.digest]))
@@ -200,15 +212,42 @@ async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain, tabl
         ProcessResult,
         VenvPexProcess,
         toolchain.process(
-            argv=("ggml", "--sdist", archive.path, *cpu_level_args(request.cpu_level), "--out", GGML_OUT, *settings.ggml_args()),
+            argv=("ggml", "--part", "base", "--sdist", archive.path, "--cpu-levels", TABLE_PATH, "--platform", request.platform,
+                  "--out", GGML_OUT, *settings.ggml_args()),
             input_digest=input_digest,
-            description=f"Compile ggml ({request.cpu_level}{', sanitizer coverage' if settings.sanitizer_coverage else ''}) from {archive.path}",
+            description=f"Compile ggml-base ({request.platform}{', sanitizer coverage' if settings.sanitizer_coverage else ''}) "
+                        f"from {archive.path} (once for every {request.platform} CPU level)",
+            output_directories=(GGML_OUT,),
+        ),
+    )
+    return GgmlBase(await Get(Digest, DigestSubset(result.output_digest, PathGlobs([f"{GGML_OUT}/lib/*.a"]))))
+
+
+@rule(desc="Build ggml", level=LogLevel.DEBUG)
+async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain, table: CpuLevelTable) -> GgmlBuild:
+    """ggml for one CPU level: the level's ggml-cpu, beside the platform's shared ggml-base (the
+    same bytes as one build of all three: engines/minilm/tests:reproducible builds them at once)."""
+    settings = request.settings
+    archive, base = await MultiGet(
+        Get(ArchiveFile, Address, settings.archive),
+        Get(GgmlBase, GgmlBaseRequest(settings, table.platform(request.cpu_level))),
+    )
+    input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver, table.digest]))
+    result = await Get(
+        ProcessResult,
+        VenvPexProcess,
+        toolchain.process(
+            argv=("ggml", "--part", "cpu", "--sdist", archive.path, *cpu_level_args(request.cpu_level), "--out", GGML_OUT,
+                  *settings.ggml_args()),
+            input_digest=input_digest,
+            description=f"Compile ggml-cpu ({request.cpu_level}{', sanitizer coverage' if settings.sanitizer_coverage else ''}) from {archive.path}",
             output_directories=(GGML_OUT,),
         ),
     )
     info = await Get(DigestContents, DigestSubset(result.output_digest, PathGlobs([f"{GGML_OUT}/ggml-build.json"])))
     build_info = info[0].content.decode()
-    return GgmlBuild(result.output_digest, json.loads(build_info)["ggml_version"], build_info)
+    digest = await Get(Digest, MergeDigests([result.output_digest, base.digest]))
+    return GgmlBuild(digest, json.loads(build_info)["ggml_version"], build_info)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@
   )
 
 `pants package engines/minilm:avx2` writes dist/engines/minilm/avx2/{libminilm.so, minilm.h,
-build-record.json}. ggml is compiled by its own cached process per (archive, CPU level), so
+build-record.json}. ggml is compiled by its own cached processes (ggml-base per archive and platform,
+ggml-cpu per archive and CPU level), so
 editing engine sources only re-runs the engine's CMake build.
 """
 from __future__ import annotations

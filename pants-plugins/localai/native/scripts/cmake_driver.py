@@ -281,10 +281,19 @@ def ggml_version(ggml_src: str) -> str:
     return ".".join(parts)
 
 
+# What each --part of `ggml` builds (ninja targets; None: all). ggml-base (tensors, quants'
+# reference code, gguf, the backend API) and ggml (the backend registry) compile without any ISA
+# flag, so they are the same for every CPU level of a platform: built once per platform, beside
+# the ggml-cpu of each level. CMAKE_OPTIMIZE_DEPENDENCIES keeps ggml-cpu's build from building
+# the ggml-base it links.
+GGML_PART_TARGETS = {"all": None, "base": ("ggml-base", "ggml"), "cpu": ("ggml-cpu",)}
+
+
 def build_ggml(a):
     work = os.path.abspath(".native-work")
-    level = CpuLevel(a.cpu_levels, a.cpu_level)
-    env, cmake, ninja, wrappers = toolchain(work, level.platform)
+    level = None if a.part == "base" else CpuLevel(a.cpu_levels, a.cpu_level)
+    platform = level.platform if level else Platform(a.cpu_levels, a.platform)
+    env, cmake, ninja, wrappers = toolchain(work, platform)
     src = extract_ggml(a.sdist, os.path.join(work, "src"), a.ggml_subdir)
     extra = extra_options(a.cmake_option, level)
     defines = checked_defines(a.ggml_define)
@@ -298,9 +307,11 @@ def build_ggml(a):
                 + (f"add_compile_definitions({_cmake_list(defines)})\n" if defines else "")
                 + f'add_subdirectory("{src}" ggml)\n')
     maps = [(src, "ggml"), (build, "build"), (wrap, "."), (work, ".")]
-    _run([cmake, "-S", wrap, "-B", build, *cmake_common(wrappers, ninja, maps, level, a.sanitizer_coverage),
-          *(f"-D{k}={v}" for k, v in GGML_COMMON.items()), *(f"-D{k}={v}" for k, v in extra.items())], env)
-    _run([cmake, "--build", build, "-j", str(a.jobs)], env)
+    _run([cmake, "-S", wrap, "-B", build, *cmake_common(wrappers, ninja, maps, level, a.sanitizer_coverage, platform=platform),
+          *(f"-D{k}={v}" for k, v in GGML_COMMON.items()), *(f"-D{k}={v}" for k, v in extra.items()),
+          "-DCMAKE_OPTIMIZE_DEPENDENCIES=ON"], env)
+    targets = GGML_PART_TARGETS[a.part]
+    _run([cmake, "--build", build, "-j", str(a.jobs), *(("--target", *targets) if targets else ())], env)
     out = os.path.abspath(a.out)
     os.makedirs(os.path.join(out, "lib"), exist_ok=True)
     for root, _, files in os.walk(build):
@@ -308,11 +319,12 @@ def build_ggml(a):
             if f.endswith(".a"):
                 shutil.copy2(os.path.join(root, f), os.path.join(out, "lib", f))
     shutil.copytree(os.path.join(src, "include"), os.path.join(out, "include"))
-    with open(os.path.join(out, "ggml-build.json"), "w") as f:
-        json.dump({"ggml_version": ggml_version(src), "cpu_level": level.name, "cpu_flags": level.cpu_flags,
-                   "cmake_options": {**GGML_COMMON, **level.cmake_options, **extra}, "zig_target": level.platform.zig_target, "platform": level.platform.name,
-                   "defines": defines, "sanitizer_coverage": a.sanitizer_coverage,
-                   **({"ggml_arm_march": level.arm_march} if level.arm_march else {})}, f, indent=2, sort_keys=True)
+    if level:  # a base build is recorded by the level builds it goes into
+        with open(os.path.join(out, "ggml-build.json"), "w") as f:
+            json.dump({"ggml_version": ggml_version(src), "cpu_level": level.name, "cpu_flags": level.cpu_flags,
+                       "cmake_options": {**GGML_COMMON, **level.cmake_options, **extra}, "zig_target": platform.zig_target, "platform": platform.name,
+                       "defines": defines, "sanitizer_coverage": a.sanitizer_coverage,
+                       **({"ggml_arm_march": level.arm_march} if level.arm_march else {})}, f, indent=2, sort_keys=True)
     shutil.rmtree(work)
 
 
@@ -483,6 +495,9 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("ggml")
     g.add_argument("--sdist", required=True)
+    g.add_argument("--part", choices=tuple(GGML_PART_TARGETS), default="all",
+                   help="all: ggml's three static libraries for --cpu-level; base: libggml-base.a and libggml.a, "
+                        "the same at every CPU level, for --platform; cpu: libggml-cpu.a alone, for --cpu-level")
     o = sub.add_parser("objects", help="compile a third-party engine's sources once (no CPU level)")
     o.add_argument("--upstream-archive", required=True, help="the pinned archive holding its sources")
     o.add_argument("--upstream-subdir", required=True, help="the engine's directory below the archive's top one")
@@ -494,8 +509,8 @@ def main():
     o.add_argument("--upstream-configure-var", action="append", default=[], help="NAME=VALUE for the templates")
     o.add_argument("--header", help="public header under --upstream-subdir, copied to --out")
     o.add_argument("--cpu-levels", required=True, help="the CPU level table (backends/common/cpu_levels.json)")
-    o.add_argument("--platform", default="x86_64", help="a platform of --cpu-levels (its zig target)")
     for s in (g, o):
+        s.add_argument("--platform", default="x86_64", help="a platform of --cpu-levels (its zig target)")
         s.add_argument("--ggml-subdir", default=GGML_PREFIX_IN_SDIST, help="ggml's directory below the archive's top one")
         s.add_argument("--ggml-define", action="append", default=[], help="NAME[=VALUE] for ggml and code using its headers")
     e = sub.add_parser("engine")
@@ -505,15 +520,18 @@ def main():
     e.add_argument("--library", help="lib<name>.so (with --objects)")
     e.add_argument("--ggml", required=True)
     e.add_argument("--artifact", action="append", default=[], help="path in the build dir to build and copy out (--src)")
-    for s in (g, e):
-        s.add_argument("--cpu-levels", required=True, help="the CPU level table (backends/common/cpu_levels.json)")
-        s.add_argument("--cpu-level", required=True, help="a level of --cpu-levels")
+    g.add_argument("--cpu-levels", required=True, help="the CPU level table (backends/common/cpu_levels.json)")
+    g.add_argument("--cpu-level", help="a level of --cpu-levels (every --part but base)")
+    e.add_argument("--cpu-levels", required=True, help="the CPU level table (backends/common/cpu_levels.json)")
+    e.add_argument("--cpu-level", required=True, help="a level of --cpu-levels")
     for s in (g, o, e):
         s.add_argument("--out", required=True)
         s.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
         s.add_argument("--sanitizer-coverage", action="store_true", help="instrument for libFuzzer (fuzzing builds)")
         s.add_argument("--cmake-option", action="append", default=[], help="extra KEY=VALUE for CMake")
     a = p.parse_args()
+    if a.cmd == "ggml" and (a.part == "base") == bool(a.cpu_level):
+        p.error("ggml: --part base takes --platform; every other part takes --cpu-level")
     if a.cmd == "engine" and bool(a.src) == bool(a.objects):
         p.error("engine: give exactly one of --src and --objects")
     if a.cmd == "engine" and a.src and not a.artifact:
