@@ -158,6 +158,25 @@ def child(kind: str, args: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def synthetic_audio(work: Path) -> dict[int, Path]:
+    """60 s of speech bursts, silences and faint noise, and its first 10 s, as work/audio<secs>.npy."""
+    import numpy as np
+
+    from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice
+
+    work.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    parts = []
+    while sum(map(len, parts)) < 60 * SAMPLE_RATE:
+        parts += [synthetic_voice(3.0, seed=len(parts)), np.zeros(SAMPLE_RATE, np.float32),
+                  (rng.standard_normal(SAMPLE_RATE) * 0.005).astype(np.float32)]
+    audio60 = np.concatenate(parts)[: 60 * SAMPLE_RATE]
+    paths = {secs: work / f"audio{secs}.npy" for secs in (60, 10)}
+    np.save(paths[60], audio60)
+    np.save(paths[10], audio60[: 10 * SAMPLE_RATE])
+    return paths
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--lib", required=True)
@@ -170,25 +189,14 @@ def main() -> None:
                    help="the pinned pywhispercpp sdist (its converter makes the tiny model): "
                         "pants package 3rdparty/native:pywhispercpp-sdist, or PyPI's file checked by sha256")
     a = p.parse_args()
-    import numpy as np
-
     sys.path.insert(0, os.getcwd())
     from tests.integration import whisper_cpp_models
-    from tests.integration.tiny_models import SAMPLE_RATE, synthetic_voice
     from tests.integration.whisper_cpp_models import tiny_whisper
 
     whisper_cpp_models.SDIST = Path(a.sdist)
 
     work = Path(a.work)
-    work.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    parts = []
-    while sum(map(len, parts)) < 60 * SAMPLE_RATE:  # 60 s: speech bursts, silences, faint noise
-        parts += [synthetic_voice(3.0, seed=len(parts)), np.zeros(SAMPLE_RATE, np.float32),
-                  (rng.standard_normal(SAMPLE_RATE) * 0.005).astype(np.float32)]
-    audio60 = np.concatenate(parts)[: 60 * SAMPLE_RATE]
-    np.save(work / "audio60.npy", audio60)
-    np.save(work / "audio10.npy", audio60[: 10 * SAMPLE_RATE])
+    synthetic_audio(work)
     if not (work / "tiny" / "ggml" / "ggml-model.bin").exists():
         tiny_whisper(work / "tiny")
     ct2 = work / "tiny-ct2"

@@ -1,6 +1,7 @@
 """Models and references for the whisper.cpp tests, made offline in the test.
 
-- `tiny_whisper(out)`: a 1-layer random multilingual-sized Whisper (transformers,
+- `tiny_whisper(out)`: a 1-layer random multilingual-sized Whisper (shape="tiny": Whisper tiny's
+  4 layers, d_model 384, for benchmarks) (transformers,
   save_pretrained), converted with whisper.cpp's own models/convert-h5-to-ggml.py taken from
   the pinned pywhispercpp sdist (3rdparty/native:pywhispercpp-sdist).
 - `reference_greedy(...)`: transformers' Whisper decoding greedily with the logit rules
@@ -41,9 +42,17 @@ def _bytes_to_unicode() -> dict[int, str]:
     return dict(zip(bs, map(chr, cs)))
 
 
-def tiny_whisper_hf(out: Path, seed: int = 0) -> Path:
-    """A random Whisper with Whisper's real vocabulary size and special-token layout, 1 encoder
-    and 1 decoder layer, d_model 64 (ffn 4 x d_model, as whisper.cpp assumes); vocab.json holds the 256 byte tokens plus some words (the
+# A random Whisper's shape: the tests' 1+1 layers, or Whisper tiny's (openai/whisper-tiny's
+# config.json) for benchmarks where the arithmetic must be a real model's.
+SHAPES = {
+    "test": dict(layers=1, heads=2, d_model=64),
+    "tiny": dict(layers=4, heads=6, d_model=384),
+}
+
+
+def tiny_whisper_hf(out: Path, seed: int = 0, shape: str = "test") -> Path:
+    """A random Whisper with Whisper's real vocabulary size and special-token layout, of a SHAPES
+    shape (ffn 4 x d_model, as whisper.cpp assumes); vocab.json holds the 256 byte tokens plus some words (the
     rest of the ids are whisper.cpp's padding tokens, as for any vocab shorter than n_vocab)."""
     import numpy as np
     import torch
@@ -56,9 +65,11 @@ def tiny_whisper_hf(out: Path, seed: int = 0) -> Path:
         vocab.setdefault(w, len(vocab))
     (out / "vocab.json").write_text(json.dumps(vocab))
     (out / "added_tokens.json").write_text("{}")
+    dims = SHAPES[shape]
     cfg = WhisperConfig(
-        vocab_size=N_VOCAB, num_mel_bins=80, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, d_model=64, encoder_ffn_dim=256, decoder_ffn_dim=256, max_source_positions=1500,
+        vocab_size=N_VOCAB, num_mel_bins=80, encoder_layers=dims["layers"], decoder_layers=dims["layers"],
+        encoder_attention_heads=dims["heads"], decoder_attention_heads=dims["heads"], d_model=dims["d_model"],
+        encoder_ffn_dim=4 * dims["d_model"], decoder_ffn_dim=4 * dims["d_model"], max_source_positions=1500,
         max_target_positions=448, decoder_start_token_id=50258, eos_token_id=EOT, pad_token_id=EOT, bos_token_id=EOT,
     )
     torch.manual_seed(seed)
@@ -93,9 +104,9 @@ def convert_to_ggml(hf_dir: Path, out_dir: Path, f32: bool = False) -> Path:
     return out_dir / ("ggml-model-f32.bin" if f32 else "ggml-model.bin")
 
 
-def tiny_whisper(out: Path, f32: bool = False) -> tuple[Path, Path]:
+def tiny_whisper(out: Path, f32: bool = False, shape: str = "test") -> tuple[Path, Path]:
     """(HF model dir, ggml model file)."""
-    hf = tiny_whisper_hf(out / "hf")
+    hf = tiny_whisper_hf(out / "hf", shape=shape)
     return hf, convert_to_ggml(hf, out / "ggml", f32)
 
 
