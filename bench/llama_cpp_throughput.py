@@ -170,8 +170,9 @@ def main():
             folder, options = grpc_engines[name]
             run_sh = a.dist / "backends" / folder / "cpu" / "run.sh"
             proc = Backend([str(run_sh)], {"PYTHON_GRPC_MAX_WORKERS": str(top)}, log=str(a.work / f"{folder}.log"))
-            engines.append(Engine(name, lambda i, stub=proc.stub: grpc_request(stub, prompts[i], a.tokens),
-                                  lambda stub=proc.stub: stub.Status(pb2.HealthMessage(), timeout=10)
+            # proc.stub is read at call time: wait_healthy replaces the channel after a failed try.
+            engines.append(Engine(name, lambda i, proc=proc: grpc_request(proc.stub, prompts[i], a.tokens),
+                                  lambda proc=proc: proc.stub.Status(pb2.HealthMessage(), timeout=10)
                                   .memory.breakdown["max_rss"] / 2**20, 0.0, proc.stop))
             proc.wait_healthy()
             t0 = time.perf_counter()
