@@ -15,7 +15,8 @@ sd.cpp computes with the f16 file; diffusers loads it as float32 (CPU torch).
 
   ./pants package engines/stable-diffusion-cpp:avx2
   python bench/sd_cpp_vs_diffusers.py --lib dist/engines/stable-diffusion-cpp/avx2/libstable-diffusion.so \
-      --sdist stable_diffusion_cpp_python-0.4.7.tar.gz --work /tmp/sdvs --repeat 3
+      --sdist stable_diffusion_cpp_python-0.4.7.tar.gz --work /tmp/sdvs --repeat 3 \
+      [--upstream-lib <upstream's default build>/bin/libstable-diffusion.so]
 
 Run from the repository root in an environment with numpy, safetensors, torch, transformers and
 diffusers. Prints a Markdown table (medians of --repeat children per engine and size).
@@ -193,6 +194,8 @@ def child(args: dict) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lib", required=True, help="libstable-diffusion.so of one CPU level")
+    p.add_argument("--upstream-lib", help="upstream's libstable-diffusion.so (its default CMake with "
+                   "-DSD_BUILD_SHARED_LIBS=ON, built by hand from the same archive): a third engine, the anchor")
     p.add_argument("--sdist", required=True, help="the pinned stable_diffusion_cpp_python-0.4.7.tar.gz (CLIP merges)")
     p.add_argument("--work", required=True, help="where the checkpoint and the diffusers folder are made (kept)")
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 256])
@@ -211,10 +214,13 @@ def main() -> None:
     common = {"root": str(ROOT), "binding": str(BINDING), "lib": os.path.abspath(a.lib), "ckpt": str(ckpt),
               "diffusers": str(folder), "threads": a.threads, "prompt": PROMPT, "negative": NEGATIVE}
     print(f"load average {os.getloadavg()}", file=sys.stderr)
+    engines = {"sd.cpp": a.lib, **({"sd.cpp upstream": a.upstream_lib} if a.upstream_lib else {}), "diffusers": None}
     rows = []
     for size in a.sizes:
-        for engine in ("sd.cpp", "diffusers"):  # interleaved per size, so both see the same load
-            runs = [child({**common, "engine": engine, "size": size}) for _ in range(a.repeat)]
+        for engine, lib in engines.items():  # interleaved per size, so all see the same load
+            spec = {**common, "engine": "diffusers" if lib is None else "sd.cpp", "size": size,
+                    **({"lib": os.path.abspath(lib)} if lib else {})}
+            runs = [child(spec) for _ in range(a.repeat)]
             med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
             rows.append((engine, size, med))
             print(engine, size, json.dumps(runs), file=sys.stderr, flush=True)
