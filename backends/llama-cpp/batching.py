@@ -53,32 +53,14 @@ class Generation:
         self.cancelled.set()
 
     def chunks(self):
-        """The text as the scheduler produces it; raises what failed the request. A reader that
-        keeps up gets one chunk per token; one that lags (a slow client, a busy RPC thread) gets
-        everything queued since its last read as one chunk, so a Reply's cost is paid once per
-        read, not once per token (issue 45: the serving side's CPU competes with ggml's threads)."""
+        """The text as the scheduler produces it; raises what failed the request."""
         while True:
             item = self.out.get()
-            if not isinstance(item, str):
-                return self._end(item)
-            pending = [item]
-            while True:
-                try:
-                    item = self.out.get_nowait()
-                except queue.Empty:
-                    item = None
-                    break
-                if not isinstance(item, str):
-                    break
-                pending.append(item)
-            yield "".join(pending)
-            if item is not None:
-                return self._end(item)
-
-    @staticmethod
-    def _end(item) -> None:
-        if isinstance(item, BaseException):
-            raise item
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
 
 
 class _Running:
