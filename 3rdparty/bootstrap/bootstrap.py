@@ -327,7 +327,11 @@ def build_cross_from_sdist(key: str, entry: dict[str, str], dest: Path, root: Pa
             cwd=src, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=build_env)
         if proc.returncode != 0:
             sys.stderr.write(proc.stdout[-6000:])
-            fail(f"building {entry['file']} from {sdist.name} for {entry['platform']} failed (above; 3rdparty/wheelhouse.toml [{key}])")
+            fail(f"building {entry['file']} from {sdist.name} for {entry['platform']} failed (above; 3rdparty/wheelhouse.toml [{key}]), "
+                 f"compiling against the headers of {py311}: a CPython whose pyconfig.h is one machine's (Debian's multiarch "
+                 "python3.11-dev asks for <machine>-linux-gnu/python3.11/pyconfig.h) cannot build for another. Use a CPython 3.11 "
+                 f"built from source (pyenv) or python-build-standalone, or put {entry['file']} in a folder and run again with "
+                 "LOCALAI_WHEELHOUSE_DIRS=<folder>.")
         built = out / entry["file"]
         if not built.is_file():
             fail(f"building {sdist.name} for {entry['platform']} gave {sorted(p.name for p in out.glob('*.whl'))}, not "
@@ -394,8 +398,13 @@ def fill_wheelhouse(py: str, root: Path, cache: Path, py311: str | None = None) 
         actual = sha256_of(part)
         if actual != entry["sha256"]:
             part.unlink()
+            hint = "check the mirror you fetched it from."
+            if "platform" in entry:  # built here: the inputs that are not pinned by hash are the CPython's headers
+                hint = (f"it was built here from its pinned sdist against the CPython 3.11 ./pants found ({py311}); another "
+                        "3.11's headers may give other bytes than the one the entry's comment names. Put the "
+                        f"pinned {entry['file']} in a folder and run again with LOCALAI_WHEELHOUSE_DIRS=<folder>.")
             fail(f"hash mismatch for {entry['file']} (from {manifest}, entry [{key}]): expected sha256 "
-                 f"{entry['sha256']}, got {actual}. The file was discarded; check the mirror you fetched it from.")
+                 f"{entry['sha256']}, got {actual}. The file was discarded; {hint}")
         part.replace(dest)
 
 
