@@ -209,11 +209,15 @@ def zig_toolchain(root: Path, cache: Path) -> Path:
 # platform from _PYTHON_HOST_PLATFORM (CPython's cross-build variables), so nothing of the host's
 # x86_64 configuration (gcc, -g, its rpath) reaches the target's .so.
 CROSS_SYSCONFIG = r"""
-import importlib, json, sys, sysconfig
+import importlib, json, os, sys, sysconfig
 machine, tools = sys.argv[1], json.loads(sys.argv[2])
 host = importlib.import_module(sysconfig._get_sysconfigdata_name()).build_time_vars
 multiarch = machine + "-linux-gnu"
 v = dict(host)
+# The headers of this interpreter where it is now: a relocated CPython (python-build-standalone)
+# records its build machine's folder in INCLUDEPY, which setuptools reads first.
+include = sysconfig.get_path("include")
+v.update(INCLUDEPY=include, CONFINCLUDEPY=include, INCLUDEDIR=os.path.dirname(include))
 soabi = "cpython-%d%d-%s" % (sys.version_info[0], sys.version_info[1], multiarch)
 v.update(MULTIARCH=multiarch, SOABI=soabi, EXT_SUFFIX="." + soabi + ".so", HOST_GNU_TYPE=machine + "-unknown-linux-gnu",
          MACHDEP="linux", CC=tools["cc"], CXX=tools["cxx"], LDSHARED=tools["cc"] + " -shared",
@@ -290,9 +294,11 @@ def build_cross_from_sdist(key: str, entry: dict[str, str], dest: Path, root: Pa
         tools = tmp / "tools"
         tools.mkdir()
         zig_cmd = f"PYTHONPATH={zig} exec {sys.executable} -m ziglang"
-        py311_prefix = subprocess.run([py311, "-c", "import sys; print(sys.base_prefix)"], stdout=subprocess.PIPE,
-                                      text=True, check=True).stdout.strip()
-        maps = f"-ffile-prefix-map={tmp}=. -ffile-prefix-map={py311_prefix}=/python -ffile-prefix-map={zig}=/zig"
+        py311_prefix, py311_include = subprocess.run(
+            [py311, "-c", "import sys, sysconfig; print(sys.base_prefix); print(sysconfig.get_path('include'))"],
+            stdout=subprocess.PIPE, text=True, check=True).stdout.split("\n")[:2]
+        maps = (f"-ffile-prefix-map={tmp}=. -ffile-prefix-map={py311_include}=/python/include/python3.11 "
+                f"-ffile-prefix-map={py311_prefix}=/python -ffile-prefix-map={zig}=/zig")
         for name, sub in (("cc", "cc"), ("c++", "c++"), ("ar", "ar")):
             target_args = "" if sub == "ar" else f" -target {target} -fno-sanitize=all {maps} -s"
             (tools / name).write_text(f"#!/bin/sh\n{zig_cmd} {sub}{target_args} \"$@\"\n")
@@ -383,6 +389,26 @@ def fetch(entry: dict[str, str], dest: Path, py: str, key: str = "", root: Path 
          f"LOCALAI_WHEELHOUSE_DIRS=<folder holding it>.")
 
 
+def cross_build_blocker(key: str, entry: dict[str, str], py311: str | None) -> str | None:
+    """Why this machine cannot build a cross entry to its pinned bytes, or None. `headers` names
+    the CPython whose headers the pin was built against where the bytes depend on it (Cython
+    compiles PY_VERSION_HEX, micro version included, into the module)."""
+    if any((Path(d) / entry["file"]).is_file() for d in os.environ.get("LOCALAI_WHEELHOUSE_DIRS", "").split(":") if d):
+        return None
+    fix = (f"put the pinned {entry['file']} in a folder and run ./pants with LOCALAI_WHEELHOUSE_DIRS=<folder> after deleting "
+           "the bootstrap's ready stamp (~/.cache/localai-build/pants-venv-*/.ready-*)")
+    if not py311:
+        return f"./pants found no CPython 3.11 to build it against; install one (pyenv install 3.11.7), or {fix}"
+    want = entry.get("headers")
+    if want:
+        have = subprocess.run([py311, "-c", "import platform; print(platform.python_version())"], stdout=subprocess.PIPE,
+                              text=True).stdout.strip()
+        if have != want:
+            return (f"its pin was built against CPython {want}'s headers and ./pants found CPython {have} ({py311}), whose "
+                    f"headers give other bytes; install {want} (pyenv install {want}) first on PATH, or {fix}")
+    return None
+
+
 def fill_wheelhouse(py: str, root: Path, cache: Path, py311: str | None = None) -> None:
     manifest = root / "3rdparty/wheelhouse.toml"
     for key, entry in parse_manifest(manifest).items():
@@ -390,6 +416,12 @@ def fill_wheelhouse(py: str, root: Path, cache: Path, py311: str | None = None) 
             continue
         dest = cache / "wheelhouse" / entry["accelerator"] / entry["file"]
         if dest.is_file() and sha256_of(dest) == entry["sha256"]:
+            continue
+        blocker = cross_build_blocker(key, entry, py311) if "platform" in entry else None
+        if blocker:
+            # Only the variants whose locks name this wheel need it: Pants itself is not held up.
+            log(f"wheelhouse: warning: skipped {entry['file']} ({manifest}, entry [{key}]): {blocker}. "
+                "Locks and packages that name it fail until it is there.")
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
         part = dest.with_name(dest.name + ".part")
@@ -399,9 +431,9 @@ def fill_wheelhouse(py: str, root: Path, cache: Path, py311: str | None = None) 
         if actual != entry["sha256"]:
             part.unlink()
             hint = "check the mirror you fetched it from."
-            if "platform" in entry:  # built here: the inputs that are not pinned by hash are the CPython's headers
-                hint = (f"it was built here from its pinned sdist against the CPython 3.11 ./pants found ({py311}); another "
-                        "3.11's headers may give other bytes than the one the entry's comment names. Put the "
+            if "platform" in entry:  # built here: the input not pinned by hash is the CPython's headers
+                hint = (f"it was built here from its pinned sdist against the headers of {py311}; if the bytes depend on "
+                        "the CPython micro version, name the one the pin was made with as the entry's `headers`. Put the "
                         f"pinned {entry['file']} in a folder and run again with LOCALAI_WHEELHOUSE_DIRS=<folder>.")
             fail(f"hash mismatch for {entry['file']} (from {manifest}, entry [{key}]): expected sha256 "
                  f"{entry['sha256']}, got {actual}. The file was discarded; {hint}")
