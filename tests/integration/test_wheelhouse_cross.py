@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import io
+import json
 import os
 import re
 import shutil
@@ -71,6 +72,27 @@ def test_the_built_wheel_is_pinned_and_aarch64(key: str) -> None:
         assert versions and max(versions) <= floor, (name, max(versions))
         # No path of the machine that built it (build folder, CPython, zig).
         assert not re.search(rb"/tmp/|/root/|/home/|\.pyenv", data), name
+
+
+def test_an_aarch64_wheels_only_lock_finds_them_in_the_wheelhouse(tmp_path) -> None:
+    """What a cpu-arm64 resolve's lock does (pex, `--style=strict`, the aarch64 complete platform),
+    wheels only (`--no-build`) and with the wheelhouse as the only repository: every sdist-only
+    dependency the wheelhouse builds (pure, and cross-compiled) resolves to its wheel there."""
+    wanted = {e["requirement"] for key, e in MANIFEST.items() if "sdist_sha256" in e and key != "sox-1.5.0"}
+    assert {"antlr4-python3-runtime==4.9.3", "GPUtil==1.4.0"} <= wanted
+    wheelhouse = CACHE / "wheelhouse/cpu"
+    pex = CACHE / MANIFEST["pex-tool"]["file"]
+    out = subprocess.run(
+        [python311(), str(pex), "lock", "create", "--style=strict", "--complete-platform",
+         "3rdparty/platforms/linux_aarch64-cp311.json", "--no-build", "--intransitive", "--no-pypi",
+         f"--find-links=file://{wheelhouse}/", "-o", str(tmp_path / "lock.json"), *sorted(wanted)],
+        env={**os.environ, "PEX_SCRIPT": "pex3", "PEX_ROOT": str(tmp_path / "pex-root")}, capture_output=True, text=True,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    (resolve,) = json.loads((tmp_path / "lock.json").read_text())["locked_resolves"]
+    files = {r["project_name"]: [a["url"].rsplit("/", 1)[-1] for a in r["artifacts"]] for r in resolve["locked_requirements"]}
+    by_file = {e["file"]: e for e in MANIFEST.values()}
+    assert sorted(f for fs in files.values() for f in fs) == sorted(e["file"] for e in by_file.values() if e["requirement"] in wanted)
 
 
 def python311() -> str:
