@@ -417,16 +417,28 @@ def fill_wheelhouse(py: str, root: Path, cache: Path, py311: str | None = None) 
         dest = cache / "wheelhouse" / entry["accelerator"] / entry["file"]
         if dest.is_file() and sha256_of(dest) == entry["sha256"]:
             continue
-        blocker = cross_build_blocker(key, entry, py311) if "platform" in entry else None
+        cross = "platform" in entry
+        if cross:
+            cross_target(entry, key)  # a malformed entry is the manifest's error: fatal
+        # A cross-built wheel only some aarch64 variants' locks name: what this machine cannot
+        # build to its pin is skipped with a warning (never accepted), and Pants is not held up.
+        blocker = cross_build_blocker(key, entry, py311) if cross else None
         if blocker:
-            # Only the variants whose locks name this wheel need it: Pants itself is not held up.
             log(f"wheelhouse: warning: skipped {entry['file']} ({manifest}, entry [{key}]): {blocker}. "
                 "Locks and packages that name it fail until it is there.")
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
         part = dest.with_name(dest.name + ".part")
         log(f"wheelhouse: fetching {entry['file']} ({entry['accelerator']})")
-        fetch(entry, part, py, key, root, cache, py311)
+        try:
+            fetch(entry, part, py, key, root, cache, py311)
+        except SystemExit:
+            if not cross:
+                raise
+            part.unlink(missing_ok=True)
+            log(f"wheelhouse: warning: skipped {entry['file']} ({manifest}, entry [{key}]): its build failed (above). "
+                "Locks and packages that name it fail until it is there.")
+            continue
         actual = sha256_of(part)
         if actual != entry["sha256"]:
             part.unlink()
@@ -435,8 +447,12 @@ def fill_wheelhouse(py: str, root: Path, cache: Path, py311: str | None = None) 
                 hint = (f"it was built here from its pinned sdist against the headers of {py311}; if the bytes depend on "
                         "the CPython micro version, name the one the pin was made with as the entry's `headers`. Put the "
                         f"pinned {entry['file']} in a folder and run again with LOCALAI_WHEELHOUSE_DIRS=<folder>.")
-            fail(f"hash mismatch for {entry['file']} (from {manifest}, entry [{key}]): expected sha256 "
-                 f"{entry['sha256']}, got {actual}. The file was discarded; {hint}")
+            message = (f"hash mismatch for {entry['file']} (from {manifest}, entry [{key}]): expected sha256 "
+                       f"{entry['sha256']}, got {actual}. The file was discarded; {hint}")
+            if cross:
+                log(f"wheelhouse: warning: skipped: {message} Locks and packages that name it fail until it is there.")
+                continue
+            fail(message)
         part.replace(dest)
 
 

@@ -125,6 +125,7 @@ def test_a_rebuild_from_the_pinned_sdist_gives_the_pinned_bytes(tmp_path, monkey
         (cache / "zig").symlink_to(CACHE / "zig")
     bootstrap.fill_wheelhouse(sys.executable, root, cache, python311())
     wheel = cache / "wheelhouse/cpu" / CROSS[key]["file"]
+    assert wheel.is_file(), "the rebuild was skipped (its bytes are not the pin, or it failed): see the captured log"
     assert hashlib.sha256(wheel.read_bytes()).hexdigest() == CROSS[key]["sha256"]
 
 
@@ -149,3 +150,13 @@ def test_an_entry_the_cross_builder_cannot_serve_names_itself_and_the_fix(tmp_pa
         assert "wheelhouse: warning: skipped" in err and "entry [demo]" in err and why in err, err
         assert "LOCALAI_WHEELHOUSE_DIRS=<folder>" in err
         assert not (tmp_path / "cache/wheelhouse/cpu" / entry["file"]).exists()
+    # Other bytes than the pin (here a file given in LOCALAI_WHEELHOUSE_DIRS) are refused the same way.
+    given = tmp_path / "given"
+    given.mkdir()
+    (given / entry["file"]).write_bytes(b"not the pinned wheel")
+    monkeypatch.setenv("LOCALAI_WHEELHOUSE_DIRS", str(given))
+    root = one_entry_repo(tmp_path / "d", "demo", dict(entry, platform="manylinux_2_28_aarch64"))
+    bootstrap.fill_wheelhouse(sys.executable, root, tmp_path / "cache", python311())
+    err = capsys.readouterr().err
+    assert "wheelhouse: warning: skipped: hash mismatch for " + entry["file"] in err and "entry [demo]" in err, err
+    assert list((tmp_path / "cache/wheelhouse/cpu").iterdir()) == []
