@@ -338,6 +338,8 @@ def build_cross_from_sdist(key: str, entry: dict[str, str], dest: Path, root: Pa
                  "python3.11-dev asks for <machine>-linux-gnu/python3.11/pyconfig.h) cannot build for another. Use a CPython 3.11 "
                  f"built from source (pyenv) or python-build-standalone, or put {entry['file']} in a folder and run again with "
                  "LOCALAI_WHEELHOUSE_DIRS=<folder>.")
+        if os.environ.get("LOCALAI_BOOTSTRAP_VERBOSE"):
+            sys.stderr.write(proc.stdout)
         built = out / entry["file"]
         if not built.is_file():
             fail(f"building {sdist.name} for {entry['platform']} gave {sorted(p.name for p in out.glob('*.whl'))}, not "
@@ -348,8 +350,6 @@ def build_cross_from_sdist(key: str, entry: dict[str, str], dest: Path, root: Pa
             fail(f"{entry['file']} built for {entry['platform']} holds "
                  f"{'no ELF file' if not machines else f'ELF files for another machine: {sorted(wrong)}'} "
                  f"(3rdparty/wheelhouse.toml [{key}]): the compiler was not zig for {target}; see the build log with LOCALAI_BOOTSTRAP_VERBOSE=1.")
-        if os.environ.get("LOCALAI_BOOTSTRAP_VERBOSE"):
-            sys.stderr.write(proc.stdout)
         shutil.move(str(built), dest)
 
 
