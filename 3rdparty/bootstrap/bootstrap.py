@@ -100,20 +100,26 @@ def download(url: str, dest: Path) -> None:
 SOURCE_DATE_EPOCH = "315532800"
 
 
+def fetch_sdist(entry: dict[str, str], folder: Path) -> Path:
+    """The pinned sdist a wheelhouse entry is built from, downloaded into folder and checked by sha256."""
+    sdist = folder / entry["url"].rsplit("/", 1)[-1].split("#", 1)[0]
+    try:
+        download(entry["url"], sdist)
+    except OSError as e:
+        fail(f"cannot fetch {sdist.name} ({e}), the sdist {entry['file']} is built from. Download {entry['url']} "
+             f"yourself, or put {entry['file']} in a folder and run again with LOCALAI_WHEELHOUSE_DIRS=<folder>.")
+    if sha256_of(sdist) != entry["sdist_sha256"]:
+        fail(f"hash mismatch for {sdist.name} (3rdparty/wheelhouse.toml, the sdist of {entry['file']}): expected "
+             f"sha256 {entry['sdist_sha256']}, got {sha256_of(sdist)}. Nothing was built.")
+    return sdist
+
+
 def build_from_sdist(entry: dict[str, str], dest: Path, py: str) -> None:
     """A wheel no index has (an sdist pex 2.1.137 cannot read), built from the pinned sdist at
     entry["url"] with the pinned build tools (entry["build_constraints"]); the caller checks the
     wheel's sha256 against the manifest."""
     with tempfile.TemporaryDirectory() as tmp:
-        sdist = Path(tmp) / entry["url"].rsplit("/", 1)[-1].split("#", 1)[0]
-        try:
-            download(entry["url"], sdist)
-        except OSError as e:
-            fail(f"cannot fetch {sdist.name} ({e}), the sdist {entry['file']} is built from. Download {entry['url']} "
-                 f"yourself, or put {entry['file']} in a folder and run again with LOCALAI_WHEELHOUSE_DIRS=<folder>.")
-        if sha256_of(sdist) != entry["sdist_sha256"]:
-            fail(f"hash mismatch for {sdist.name} (3rdparty/wheelhouse.toml, the sdist of {entry['file']}): expected "
-                 f"sha256 {entry['sdist_sha256']}, got {sha256_of(sdist)}. Nothing was built.")
+        sdist = fetch_sdist(entry, Path(tmp))
         constraints = Path(tmp) / "build-constraints.txt"
         constraints.write_text("\n".join(entry["build_constraints"].split()) + "\n")
         log(f"wheelhouse: building {entry['file']} from {sdist.name}")
@@ -263,15 +269,7 @@ def build_cross_from_sdist(key: str, entry: dict[str, str], dest: Path, root: Pa
     zig = zig_toolchain(root, cache)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        sdist = tmp / entry["url"].rsplit("/", 1)[-1].split("#", 1)[0]
-        try:
-            download(entry["url"], sdist)
-        except OSError as e:
-            fail(f"cannot fetch {sdist.name} ({e}), the sdist {entry['file']} is built from. Download {entry['url']} "
-                 f"yourself, or put {entry['file']} in a folder and run again with LOCALAI_WHEELHOUSE_DIRS=<folder>.")
-        if sha256_of(sdist) != entry["sdist_sha256"]:
-            fail(f"hash mismatch for {sdist.name} (3rdparty/wheelhouse.toml, the sdist of {entry['file']}): expected "
-                 f"sha256 {entry['sdist_sha256']}, got {sha256_of(sdist)}. Nothing was built.")
+        sdist = fetch_sdist(entry, tmp)
         log(f"wheelhouse: building {entry['file']} from {sdist.name} for {entry['platform']} (zig cc -target {target})")
         # The build tools, for this machine: every one named and pinned (no resolver, no dependencies).
         env_dir = tmp / "buildenv"
