@@ -228,20 +228,20 @@ async def build_ggml(request: GgmlBuildRequest, toolchain: NativeToolchain, tabl
     """ggml for one CPU level: the level's ggml-cpu, beside the platform's shared ggml-base (the
     same bytes as one build of all three: engines/minilm/tests:reproducible builds them at once)."""
     settings = request.settings
-    archive, base = await MultiGet(
-        Get(ArchiveFile, Address, settings.archive),
-        Get(GgmlBase, GgmlBaseRequest(settings, table.platform(request.cpu_level))),
-    )
+    archive = await Get(ArchiveFile, Address, settings.archive)
     input_digest = await Get(Digest, MergeDigests([archive.digest, toolchain.driver, table.digest]))
-    result = await Get(
-        ProcessResult,
-        VenvPexProcess,
-        toolchain.process(
-            argv=("ggml", "--part", "cpu", "--sdist", archive.path, *cpu_level_args(request.cpu_level), "--out", GGML_OUT,
-                  *settings.ggml_args()),
-            input_digest=input_digest,
-            description=f"Compile ggml-cpu ({request.cpu_level}{', sanitizer coverage' if settings.sanitizer_coverage else ''}) from {archive.path}",
-            output_directories=(GGML_OUT,),
+    base, result = await MultiGet(  # the two compiles run side by side
+        Get(GgmlBase, GgmlBaseRequest(settings, table.platform(request.cpu_level))),
+        Get(
+            ProcessResult,
+            VenvPexProcess,
+            toolchain.process(
+                argv=("ggml", "--part", "cpu", "--sdist", archive.path, *cpu_level_args(request.cpu_level), "--out",
+                      GGML_OUT, *settings.ggml_args()),
+                input_digest=input_digest,
+                description=f"Compile ggml-cpu ({request.cpu_level}{', sanitizer coverage' if settings.sanitizer_coverage else ''}) from {archive.path}",
+                output_directories=(GGML_OUT,),
+            ),
         ),
     )
     info = await Get(DigestContents, DigestSubset(result.output_digest, PathGlobs([f"{GGML_OUT}/ggml-build.json"])))
