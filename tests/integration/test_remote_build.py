@@ -173,7 +173,13 @@ def test_remote_cache_and_remote_execution(tmp_path) -> None:
     assert s["remote_execution_requests"] > 0 and s["remote_execution_errors"] == 0, s
     ran = [a for a in actions if a["status"] == 0]
     by_digest = collections.Counter(a["action"] for a in ran)
-    assert len(by_digest) == s["remote_execution_requests"], (len(by_digest), s)
+    # Seen once (cold CI of 218f023): 66 actions for 67 requests; what the workers recorded is
+    # printed so that a recurrence says which action is missing or failed.
+    assert len(by_digest) == s["remote_execution_requests"], (
+        len(by_digest), s, {"killed": killed and (killed[0].name, killed[1]),
+                            "not_ok": [a for a in actions if a["status"] != 0],
+                            "per_status": collections.Counter(a["status"] for a in actions),
+                            "ran_twice": [d for d, n in by_digest.items() if n > 1]})
     per_worker = collections.Counter(a["worker"] for a in ran)
     assert len(per_worker) >= 2, per_worker
 
