@@ -11,6 +11,7 @@ macros.py) expands to these targets:
 from __future__ import annotations
 
 from pants.backend.python.target_types import PythonRequirementTarget
+from pants.core.util_rules.environments import EnvironmentField
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     BoolField,
@@ -226,6 +227,7 @@ class LocalAIBackendVariantTarget(Target):
         ExemptField,
         ExcludeField,
         HostLibsField,
+        EnvironmentField,
     )
     help = help_text(
         """

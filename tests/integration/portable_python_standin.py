@@ -112,6 +112,7 @@ def relocated_cpython_archive(executable: str, workdir: Path) -> Path:
         exe = exe.replace(old, new + b"\0" * (len(old) - len(new)))
     (root / f"bin/python{version}").write_bytes(exe)
     (root / f"bin/python{version}").chmod(0o755)
+    (root / "bin/python3").symlink_to(f"python{version}")  # as in the real archive (Pants runs bin/python3)
     (root / "lib").mkdir()
     for lib in sorted((Path(prefix) / "lib").glob(f"libpython{version}*.so*")):
         shutil.copy2(lib, root / "lib" / lib.name)

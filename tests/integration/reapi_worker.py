@@ -5,15 +5,26 @@ executor), and BuildGrid removed its own Python bots; BuildGrid 0.9.1's server s
 Remote Workers API (google.devtools.remoteworkers.v1test2 Bots), which this bot speaks with the
 protos from the pinned buildgrid wheel. Run it with that venv's CPython 3.13:
 
-    python reapi_worker.py --server 127.0.0.1:PORT --root DIR --name worker-1
+    python reapi_worker.py --server 127.0.0.1:PORT --root DIR --name worker-1 \
+        --image IMAGE --caches CACHES
 
 For each lease it fetches the Action, Command and input root from the CAS, materializes the input
-root in an empty directory under DIR, runs exactly the Command's arguments with exactly its
-environment (nothing inherited), uploads the declared outputs, stdout and stderr, and completes
-the lease with the ActionResult. It appends one JSON line per finished action to DIR/actions.jsonl
-(what the test counts). Capacity is one lease at a time. It is no sandbox: the process sees the
-machine's filesystem; what isolates it is the empty working directory and environment (and the
-network namespace the test may put it in).
+root in an empty directory under DIR, runs exactly the Command's arguments with its environment
+over the image's (IMAGE_ENV, as a container runtime applies an image's Env; nothing of the
+worker's own) in a sandbox, uploads the declared outputs, stdout and stderr, and
+completes the lease with the ActionResult. It appends one JSON line per finished action to
+DIR/actions.jsonl (what the test counts). Capacity is one lease at a time.
+
+The sandbox (bubblewrap, a mount namespace) shows the action its input root at /worker/exec, the
+worker image IMAGE read-only at /opt/localai-worker (the interpreters and wheelhouse the
+`worker` environment names, 3rdparty/remote-worker/BUILD), the OS's /usr and /etc read-only (a
+worker image's base: bash, coreutils, tar, libc), an empty /tmp, and CACHES at the named-cache
+folder of pants.remote.toml. Nothing else of this machine: no home, no /usr/local, no client
+folder. The network is shared (the worker reaches PyPI, docs/remote-cache.md).
+
+`python reapi_worker.py probe --server ... -- ARGV` sends one action of its own (an empty input
+root) through the Execution service and prints its exit code and stdout as JSON: what the test
+uses to look inside the sandbox.
 """
 from __future__ import annotations
 
@@ -48,6 +59,30 @@ UPDATE_INTERVAL_S = 2.0
 # server's bot-session-keepalive-timeout (20 s in execution.yml), which counts from the last
 # answer; a longer poll gets the session closed under it.
 LONG_POLL_S = 5.0
+# Where the sandbox shows an action its input root, the worker image, and the named caches
+# (pants.remote.toml's remote_execution_append_only_caches_base_path).
+EXEC_ROOT = "/worker/exec"
+IMAGE_ROOT = "/opt/localai-worker"
+NAMED_CACHES = "/tmp/localai-remote-named-caches"
+# The worker image's own environment (an OCI image config's Env), under each Command's: Pants reads
+# a remote environment's variables with an `env` action and runs its own tools with that PATH.
+IMAGE_ENV = {"PATH": "/usr/bin:/bin"}
+
+
+def sandboxed(bwrap: str, argv: list[str], exec_root: Path, working_directory: str, image: Path, caches: Path) -> list[str]:
+    """`argv` wrapped in bubblewrap: the input root, the worker image, the OS base, nothing else."""
+    base = ["--ro-bind", "/usr", "/usr", "--tmpfs", "/usr/local", "--ro-bind", "/etc", "/etc"]
+    for top in ("bin", "sbin", "lib", "lib64"):  # merged /usr (Debian 12): links into /usr
+        if os.path.islink(f"/{top}"):
+            base += ["--symlink", os.readlink(f"/{top}"), f"/{top}"]
+        elif os.path.isdir(f"/{top}"):
+            base += ["--ro-bind", f"/{top}", f"/{top}"]
+    return [
+        bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", *base,
+        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+        "--ro-bind", str(image), IMAGE_ROOT, "--bind", str(caches), NAMED_CACHES, "--bind", str(exec_root), EXEC_ROOT,
+        "--chdir", os.path.join(EXEC_ROOT, working_directory), "--", *argv,
+    ]
 
 
 def digest_of(data: bytes) -> re_pb2.Digest:
@@ -256,7 +291,9 @@ def collect(command: re_pb2.Command, workdir: Path, result: re_pb2.ActionResult,
 
 
 class Worker:
-    def __init__(self, server: str, root: Path, name: str, instance: str = "", client_paths: tuple[str, ...] = ()):
+    def __init__(self, server: str, root: Path, name: str, image: Path, caches: Path, bwrap: str,
+                 instance: str = "", client_paths: tuple[str, ...] = ()):
+        self.image, self.caches, self.bwrap = image, caches, bwrap
         self.channel = grpc.insecure_channel(
             server, options=[("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
         )
@@ -361,10 +398,11 @@ class Worker:
             workdir = exec_root / command.working_directory
             for rel in [*command.output_files, *command.output_directories, *command.output_paths]:
                 (workdir / rel).parent.mkdir(parents=True, exist_ok=True)
-            env = {v.name: v.value for v in command.environment_variables}
+            env = {**IMAGE_ENV, **{v.name: v.value for v in command.environment_variables}}
             timeout = action.timeout.seconds or None
             try:
-                proc = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, timeout=timeout,
+                box = sandboxed(self.bwrap, argv, exec_root, command.working_directory, self.image, self.caches)
+                proc = subprocess.run(box, cwd=workdir, env=env, capture_output=True, timeout=timeout,
                                       stdin=subprocess.DEVNULL, start_new_session=True)
                 result.exit_code = proc.returncode
                 stdout, stderr = proc.stdout, proc.stderr
@@ -406,17 +444,51 @@ class Worker:
         self.finished.set()
 
 
+def probe(server: str, instance: str, argv: list[str]) -> dict:
+    """Runs `argv` as an action of its own on the cluster's workers: its exit code and stdout."""
+    channel = grpc.insecure_channel(server)
+    outputs = Outputs()
+    command = re_pb2.Command(arguments=argv, platform=re_pb2.Platform(properties=[re_pb2.Platform.Property(name="OSFamily", value="linux")]))
+    action = re_pb2.Action(command_digest=outputs.add_blob(command.SerializeToString()),
+                           input_root_digest=outputs.add_blob(re_pb2.Directory().SerializeToString()), do_not_cache=True)
+    action_digest = outputs.add_blob(action.SerializeToString())
+    cas = Cas(channel, instance, Path(os.environ.get("TMPDIR", "/tmp")) / f"probe-{uuid.uuid4().hex}")
+    cas.upload(outputs.blobs, outputs.files)
+    last = None
+    for last in re_grpc.ExecutionStub(channel).Execute(
+        re_pb2.ExecuteRequest(instance_name=instance, action_digest=action_digest, skip_cache_lookup=True), timeout=300
+    ):
+        pass
+    response = re_pb2.ExecuteResponse()
+    last.response.Unpack(response)
+    shutil.rmtree(cas.cache, ignore_errors=True)
+    return {"action": action_digest.hash, "exit_code": response.result.exit_code, "status": response.status.code,
+            "stdout": cas.read(response.result.stdout_digest).decode(), "stderr": cas.read(response.result.stderr_digest).decode()}
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["probe"]:
+        parser = argparse.ArgumentParser(description="Sends one action and prints its result as JSON.")
+        parser.add_argument("--server", required=True)
+        parser.add_argument("--instance", default="")
+        parser.add_argument("argv", nargs="+")
+        args = parser.parse_args(sys.argv[2:])
+        print(json.dumps(probe(args.server, args.instance, args.argv)))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", required=True, help="host:port of BuildGrid's Bots service")
     parser.add_argument("--root", required=True, type=Path, help="this worker's own working root")
     parser.add_argument("--name", required=True)
     parser.add_argument("--instance", default="")
+    parser.add_argument("--image", required=True, type=Path, help=f"the worker image, shown read-only at {IMAGE_ROOT}")
+    parser.add_argument("--caches", required=True, type=Path, help=f"the worker's named caches, shown at {NAMED_CACHES}")
+    parser.add_argument("--bwrap", default="bwrap", help="bubblewrap (Debian package bubblewrap)")
     parser.add_argument("--client-path", action="append", default=[], help="a client path to report when an action names it")
     args = parser.parse_args()
     args.root.mkdir(parents=True, exist_ok=True)
+    args.caches.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    Worker(args.server, args.root, args.name, args.instance, tuple(args.client_path)).serve()
+    Worker(args.server, args.root, args.name, args.image, args.caches, args.bwrap, args.instance, tuple(args.client_path)).serve()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """A remote execution cluster for tests: PostgreSQL, BuildGrid (execution.yml) and REAPI workers.
 
 Each worker (tests/integration/reapi_worker.py) runs under the BuildGrid venv's CPython 3.13 with
-its own working root; its actions.jsonl is the record of what it ran.
+its own working root; its actions.jsonl is the record of what it ran. It runs every action in a
+bubblewrap sandbox holding the worker image; the workers share one named-cache folder, as the
+runners of one worker host do (Pants installs the interpreter it runs pex on there once per
+session, docs/remote-cache.md).
 """
 from __future__ import annotations
 
@@ -14,12 +17,13 @@ from pathlib import Path
 
 from tests.integration.buildgrid import EXECUTION_CONFIG, BuildGridServer, buildgrid_venv
 from tests.integration.postgres import PostgresServer
+from tests.integration.registry import debian_tool
 
 WORKER = Path(__file__).with_name("reapi_worker.py")
 
 
 class WorkerProcess:
-    def __init__(self, server: BuildGridServer, root: Path, name: str, client_paths: tuple[str, ...] = ()):
+    def __init__(self, server: BuildGridServer, root: Path, name: str, image: Path, caches: Path, client_paths: tuple[str, ...] = ()):
         self.root = root
         self.name = name
         root.mkdir(parents=True, exist_ok=True)
@@ -27,7 +31,8 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             # -I: the script folder holds tests/integration/buildgrid.py, which would shadow the buildgrid package.
             [str(buildgrid_venv() / "bin/python"), "-I", str(WORKER), "--server", f"127.0.0.1:{server.port}",
-             "--root", str(root), "--name", name, *(f"--client-path={p}" for p in client_paths)],
+             "--root", str(root), "--name", name, "--image", str(image), "--caches", str(caches),
+             "--bwrap", debian_tool("bwrap"), *(f"--client-path={p}" for p in client_paths)],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -53,8 +58,10 @@ class WorkerProcess:
 
 
 class Cluster:
-    def __init__(self, data: Path, workers: int = 2, client_paths: tuple[str, ...] = ()):
+    def __init__(self, data: Path, image: Path, workers: int = 2, client_paths: tuple[str, ...] = ()):
         self.data = data
+        self.image = image
+        self.caches = data / "worker-caches"
         self.client_paths = client_paths
         self.postgres = PostgresServer()
         try:
@@ -63,13 +70,14 @@ class Cluster:
             self.postgres.stop()
             raise
         self.workers = [
-            WorkerProcess(self.server, data / f"worker-{i + 1}", f"worker-{i + 1}", client_paths) for i in range(workers)
+            WorkerProcess(self.server, data / f"worker-{i + 1}", f"worker-{i + 1}", image, self.caches, client_paths)
+            for i in range(workers)
         ]
 
     def add_worker(self) -> WorkerProcess:
         """A replacement, as a fleet would start one: the build keeps its parallelism after a kill."""
         n = len(self.workers) + 1
-        w = WorkerProcess(self.server, self.data / f"worker-{n}", f"worker-{n}", self.client_paths)
+        w = WorkerProcess(self.server, self.data / f"worker-{n}", f"worker-{n}", self.image, self.caches, self.client_paths)
         self.workers.append(w)
         return w
 
@@ -79,6 +87,13 @@ class Cluster:
 
     def actions(self) -> list[dict]:
         return [a for w in self.workers for a in w.actions()]
+
+    def probe(self, *argv: str) -> dict:
+        """Runs `argv` as an action on the workers (reapi_worker.py probe): exit code, stdout, stderr."""
+        out = subprocess.run([str(buildgrid_venv() / "bin/python"), "-I", str(WORKER), "probe", "--server",
+                              f"127.0.0.1:{self.server.port}", "--", *argv], capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout)
 
     def kill_mid_action(self, after_actions: int, min_seconds: float, until, spare=lambda argv: False):
         """Once `after_actions` actions have finished, SIGKILLs the first worker that has been running

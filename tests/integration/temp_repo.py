@@ -13,6 +13,8 @@ from pathlib import Path
 # backends/common/cpu_levels.json: the CPU level table the native plugin reads when it loads;
 # lockfiles/pants-plugins.lock: the plugin's resolve, which the OCI layer step runs on.
 BUILD_SETUP = ("pants", "pants.toml", "pants-plugins", "3rdparty", "backends/common/cpu_levels.json", "lockfiles/pants-plugins.lock")
+# The environment pants.toml names (`worker`): every repository with that pants.toml needs it.
+ENVIRONMENTS = "3rdparty/remote-worker/BUILD"
 # Backends and an engine, with what packaging them reads (and pants.ci.toml), for the tests that
 # build in a temporary repository.
 
@@ -29,7 +31,7 @@ SILERO_VAD_SOURCES = backend_sources("silero-vad")
 # tests that build cold more than once (reproducible, remote-build).
 KITTEN_TTS = "backends/kitten-tts:cpu"
 KITTEN_TTS_SOURCES = backend_sources("kitten-tts")
-MINILM_ENGINE_SOURCES = ("engines/minilm", "3rdparty/native/BUILD", "lockfiles/native-toolchain.lock")
+MINILM_ENGINE_SOURCES = ("engines/BUILD", "engines/minilm", "3rdparty/native/BUILD", "lockfiles/native-toolchain.lock")
 
 
 def make_temp_repo(dest: Path, extra: tuple[str, ...] = ()) -> Path:
@@ -46,6 +48,7 @@ def make_temp_repo(dest: Path, extra: tuple[str, ...] = ()) -> Path:
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("*_test.py", "__pycache__", "BUILD"))
         else:
             shutil.copy2(src, dest / name)
+    shutil.copy2(ENVIRONMENTS, dest / ENVIRONMENTS)
     for name in extra:
         src = Path(name)
         (dest / name).parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@
 #   openssl          makes the signing keys of the provenance-signing test (package/signing_rule_test.py)
 #                    and checks its DSSE signatures independently of the signer's cryptography
 #   git              the git repository of the direct-reference test (test_localai_direct_references.py)
+#   bubblewrap       the sandbox of the remote execution test's workers (a mount namespace per action)
 # Test-only: the build itself needs none of them. Called by the tests (registry.py) and by
 # .ci/run. Needs root or sudo and a Debian/Ubuntu apt source; anywhere else, install the
 # equivalent package (e.g. `distribution`/`registry`) and put `docker-registry` on PATH.
@@ -26,9 +27,10 @@ command -v qemu-aarch64-static >/dev/null 2>&1 || missing="$missing qemu-user-st
 command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$missing debootstrap"
 command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 command -v git >/dev/null 2>&1 || missing="$missing git"
+command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry), skopeo, PostgreSQL (initdb, pg_ctl), espeak-ng, qemu-user-static, debootstrap, openssl and git" >&2
+    echo "install-debian-tools.sh: missing$missing and no apt-get here; install the CNCF distribution registry (as docker-registry), skopeo, PostgreSQL (initdb, pg_ctl), espeak-ng, qemu-user-static, debootstrap, openssl, git and bubblewrap" >&2
     exit 1
 fi
 sudo=""

@@ -5,6 +5,7 @@ import hashlib
 from dataclasses import dataclass
 
 from pants.core.goals.package import PackageFieldSet
+from pants.core.util_rules.environments import EnvironmentField
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, FileEntry
 
@@ -17,6 +18,8 @@ class BackendVariantFieldSet(PackageFieldSet):
     required_fields = (AcceleratorField,)
 
     accelerator: AcceleratorField
+    # The variant builds in this environment (remote workers under pants.remote.toml).
+    environment: EnvironmentField
 
 
 DEPS = ".deps/"

@@ -24,6 +24,7 @@ from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, OutputPathField, PackageFieldSet
 from pants.core.target_types import FileSourceField
+from pants.core.util_rules.environments import EnvironmentField
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.engine.addresses import Address, UnparsedAddressInputs
 from pants.engine.fs import (
@@ -400,6 +401,8 @@ class NativeEngineFieldSet(PackageFieldSet):
     upstream_configure_files: UpstreamConfigureFilesField
     upstream_configure_vars: UpstreamConfigureVarsField
     exports: ExportsField
+    # The engine builds in this environment (remote workers under pants.remote.toml).
+    environment: EnvironmentField
 
     def upstream(self) -> UpstreamSpec | None:
         if not self.upstream_subdir.value:

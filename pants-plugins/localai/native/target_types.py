@@ -16,6 +16,7 @@ editing engine sources only re-runs the engine's CMake build.
 from __future__ import annotations
 
 from pants.core.goals.package import OutputPathField
+from pants.core.util_rules.environments import EnvironmentField
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     BoolField,
@@ -235,6 +236,7 @@ class NativeEngineTarget(Target):
         IncludeTestBinaryField,
         SanitizerCoverageField,
         OutputPathField,
+        EnvironmentField,
     )
     help = help_text(
         """
