@@ -454,13 +454,12 @@ def probe(server: str, instance: str, argv: list[str]) -> dict:
     action_digest = outputs.add_blob(action.SerializeToString())
     cas = Cas(channel, instance, Path(os.environ.get("TMPDIR", "/tmp")) / f"probe-{uuid.uuid4().hex}")
     cas.upload(outputs.blobs, outputs.files)
-    last = None
-    for last in re_grpc.ExecutionStub(channel).Execute(
+    operations = re_grpc.ExecutionStub(channel).Execute(
         re_pb2.ExecuteRequest(instance_name=instance, action_digest=action_digest, skip_cache_lookup=True), timeout=300
-    ):
-        pass
+    )
+    *_, done = operations  # the stream ends with the finished operation
     response = re_pb2.ExecuteResponse()
-    last.response.Unpack(response)
+    done.response.Unpack(response)
     shutil.rmtree(cas.cache, ignore_errors=True)
     return {"action": action_digest.hash, "exit_code": response.result.exit_code, "status": response.status.code,
             "stdout": cas.read(response.result.stdout_digest).decode(), "stderr": cas.read(response.result.stderr_digest).decode()}

@@ -36,8 +36,8 @@ from pathlib import Path
 from tests.integration.backend_process import tree_sha256
 from tests.integration.buildgrid import BuildGridServer
 from tests.integration.remote_execution import Cluster
-from tests.integration.worker_image import worker_image
 from tests.integration.temp_repo import KITTEN_TTS, KITTEN_TTS_SOURCES, MINILM_ENGINE_SOURCES, make_temp_repo, run_pants
+from tests.integration.worker_image import worker_image
 
 TARGETS = (KITTEN_TTS, "engines/minilm:avx2")
 EDITED = "backends/kitten-tts/backend.py"

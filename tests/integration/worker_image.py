@@ -10,6 +10,7 @@ Pants, in a remote environment, unpacks on the worker to run its pex tool on
 from __future__ import annotations
 
 import hashlib
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -18,9 +19,10 @@ from tests.integration.portable_python_standin import machine_cpython, relocated
 VERSIONS = ("3.9", "3.11")
 
 
-def worker_image(workdir: Path) -> tuple[Path, dict[str, list]]:
-    """Writes the image folder (python3.9/, python3.11/) under `workdir`; returns it and the value of
-    `internal_python_build_standalone_info` that names the 3.9 archive by URL, sha256 and size."""
+def worker_image(workdir: Path, wheelhouse: Path | None = None) -> tuple[Path, dict[str, list]]:
+    """Writes the image folder (python3.9/, python3.11/, and a copy of `wheelhouse` for the torch
+    backends) under `workdir`; returns it and the value of `internal_python_build_standalone_info`
+    that names the 3.9 archive by URL, sha256 and size."""
     image = workdir / "image"
     archives = {}
     for version in VERSIONS:
@@ -29,6 +31,8 @@ def worker_image(workdir: Path) -> tuple[Path, dict[str, list]]:
             tar.extractall(workdir / f"unpacked-{version}", filter="tar")
         (image).mkdir(parents=True, exist_ok=True)
         (workdir / f"unpacked-{version}/python").rename(image / f"python{version}")
+    if wheelhouse:
+        shutil.copytree(wheelhouse, image / "wheelhouse")
     scripts = archives["3.9"]
     info = {"linux_x86_64": [scripts.as_uri(), hashlib.sha256(scripts.read_bytes()).hexdigest(), scripts.stat().st_size]}
     return image, info
