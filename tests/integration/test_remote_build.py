@@ -83,6 +83,29 @@ def remote_execution_env(address: str, scripts_python: dict[str, list]) -> dict[
 PROBE = "import json, os, sys; print(json.dumps({p: os.path.exists(p) for p in sys.argv[1:]}))"
 
 
+def client_paths(tmp_path: Path) -> tuple[str, ...]:
+    """This machine's paths no worker may see or name: home, the build's cache, pyenv, the test's folders."""
+    pyenv = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    return (os.path.expanduser("~"), os.path.expanduser("~/.cache/localai-build"), pyenv, str(tmp_path), os.getcwd())
+
+
+def probe_isolation(cluster: Cluster, paths: tuple[str, ...]) -> str:
+    """A probe action finds the image's interpreters and none of `paths`; returns its digest."""
+    seen = cluster.probe("/opt/localai-worker/python3.11/bin/python3.11", "-c", PROBE,
+                         "/opt/localai-worker/python3.9/bin/python3", *paths)
+    assert seen["exit_code"] == 0, seen
+    visible = json.loads(seen["stdout"])
+    assert visible.pop("/opt/localai-worker/python3.9/bin/python3"), visible
+    assert visible and not any(visible.values()), visible
+    return seen["action"]
+
+
+def assert_names_no_client_path(ran: list[dict], paths: tuple[str, ...]) -> None:
+    """No action names a client path (argv or environment)."""
+    named = {p: [a["argv"][:3] for a in ran if p in a["client_paths"]] for p in paths}
+    assert not any(named.values()), {p: argvs[:3] for p, argvs in named.items() if argvs}
+
+
 def same_outputs(a: Path, b: Path) -> None:
     for folder in OUTPUTS:
         assert tree_sha256(a / folder), folder
@@ -130,19 +153,11 @@ def test_remote_cache_and_remote_execution(tmp_path) -> None:
     assert "cache server is down" in (clone4 / "dist/backends/kitten-tts/cpu/site-packages/localai_backend/backend.py").read_text()
     print(f"REMOTE-CACHE server-down edit={down:.1f}s (cold with a live server: {cold:.1f}s)")
 
-    home_cache = os.path.expanduser("~/.cache/localai-build")
-    pyenv = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
-    client_paths = (os.path.expanduser("~"), home_cache, pyenv, str(tmp_path), os.getcwd())
+    paths = client_paths(tmp_path)
     image, scripts_python = worker_image(tmp_path / "worker-image")
-    cluster = Cluster(tmp_path / "cluster", image, workers=2, client_paths=client_paths)
+    cluster = Cluster(tmp_path / "cluster", image, workers=2, client_paths=paths)
     try:
-        # Inside the sandbox: the image's interpreters, and no client path.
-        seen = cluster.probe("/opt/localai-worker/python3.11/bin/python3.11", "-c", PROBE,
-                             "/opt/localai-worker/python3.9/bin/python3", *client_paths)
-        assert seen["exit_code"] == 0, seen
-        visible = json.loads(seen["stdout"])
-        assert visible.pop("/opt/localai-worker/python3.9/bin/python3"), visible
-        assert visible and not any(visible.values()), visible
+        probe = probe_isolation(cluster, paths)
         clone3 = make_temp_repo(tmp_path / "somewhere/else/clone-3", SOURCES)
         box: dict = {}
 
@@ -171,7 +186,7 @@ def test_remote_cache_and_remote_execution(tmp_path) -> None:
     # Everything Pants ran, it ran remotely; and each of those requests is an action a worker ran.
     assert s.get("local_execution_requests", 0) == 0, s
     assert s["remote_execution_requests"] > 0 and s["remote_execution_errors"] == 0, s
-    ran = [a for a in actions if a["status"] == 0 and a["action"] != seen["action"]]
+    ran = [a for a in actions if a["status"] == 0 and a["action"] != probe]
     by_digest = collections.Counter(a["action"] for a in ran)
     # Seen once (cold CI of 218f023): 66 actions for 67 requests; what the workers recorded is
     # printed so that a recurrence says which action is missing or failed.
@@ -195,9 +210,7 @@ def test_remote_cache_and_remote_execution(tmp_path) -> None:
 
     same_outputs(clone1, clone3)
 
-    # No action names a client path (argv or environment).
-    client = {p: [a["argv"][:3] for a in ran if p in a["client_paths"]] for p in client_paths}
-    assert not any(client.values()), {p: argvs[:3] for p, argvs in client.items() if argvs}
+    assert_names_no_client_path(ran, paths)
     print(f"REMOTE-EXECUTION local={cold:.1f}s remote={remote_wall:.1f}s ratio={remote_wall / cold:.2f} "
           f"pants_remote_requests={s['remote_execution_requests']} worker_actions={len(ran)} per_worker={dict(per_worker)} "
           f"killed={dead.name} while running {' '.join(action['argv'][:3])!r} -> rerun by {rerun[0]['worker']} "
