@@ -445,7 +445,7 @@ class Worker:
 
 
 def probe(server: str, instance: str, argv: list[str]) -> dict:
-    """Runs `argv` as an action of its own on the cluster's workers: its exit code and stdout."""
+    """Runs `argv` as an action of its own on the cluster's workers: its digest, exit code, stdout and stderr."""
     channel = grpc.insecure_channel(server)
     outputs = Outputs()
     command = re_pb2.Command(arguments=argv, platform=re_pb2.Platform(properties=[re_pb2.Platform.Property(name="OSFamily", value="linux")]))
@@ -460,9 +460,10 @@ def probe(server: str, instance: str, argv: list[str]) -> dict:
     *_, done = operations  # the stream ends with the finished operation
     response = re_pb2.ExecuteResponse()
     done.response.Unpack(response)
+    result = {"action": action_digest.hash, "exit_code": response.result.exit_code, "status": response.status.code,
+              "stdout": cas.read(response.result.stdout_digest).decode(), "stderr": cas.read(response.result.stderr_digest).decode()}
     shutil.rmtree(cas.cache, ignore_errors=True)
-    return {"action": action_digest.hash, "exit_code": response.result.exit_code, "status": response.status.code,
-            "stdout": cas.read(response.result.stdout_digest).decode(), "stderr": cas.read(response.result.stderr_digest).decode()}
+    return result
 
 
 def main() -> None:
