@@ -24,12 +24,12 @@ def worker_image(workdir: Path, wheelhouse: Path | None = None) -> tuple[Path, d
     backends) under `workdir`; returns it and the value of `internal_python_build_standalone_info`
     that names the 3.9 archive by URL, sha256 and size."""
     image = workdir / "image"
+    image.mkdir(parents=True)
     archives = {}
     for version in VERSIONS:
         archives[version] = relocated_cpython_archive(machine_cpython(version), workdir)
         with tarfile.open(archives[version]) as tar:
             tar.extractall(workdir / f"unpacked-{version}", filter="tar")
-        (image).mkdir(parents=True, exist_ok=True)
         (workdir / f"unpacked-{version}/python").rename(image / f"python{version}")
     if wheelhouse:
         shutil.copytree(wheelhouse, image / "wheelhouse")
